@@ -1,0 +1,107 @@
+/*
+ * Builds a fabric from a TopologySpec: host nodes (one per NIC, node id = NIC id) with one
+ * FabricNetDevice per plane, FabricSwitches wired in the ClosGeometry's port order, links,
+ * and one shared ClosRouter. Also the fault controls: link/plane down and up, random loss.
+ */
+#ifndef METAROCE_FABRIC_HELPER_H
+#define METAROCE_FABRIC_HELPER_H
+
+#include "topology-spec.h"
+
+#include "model/fabric/fabric-channel.h"
+#include "model/fabric/fabric-net-device.h"
+#include "model/fabric/fabric-router.h"
+#include "model/fabric/fabric-switch.h"
+
+#include "ns3/node.h"
+
+#include <memory>
+#include <vector>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+/// Sets the simulator's time resolution to picoseconds (once, before any simulation):
+/// a 4 KiB frame takes 334.24 ns at 100G and 41.78 ns at 800G, which nanoseconds round.
+void UsePicosecondTime();
+
+class Fabric
+{
+  public:
+    explicit Fabric(const TopologySpec& spec);
+    ~Fabric();
+    Fabric(const Fabric&) = delete;
+    Fabric& operator=(const Fabric&) = delete;
+
+    const TopologySpec& Spec() const { return m_spec; }
+    const ClosGeometry& Geometry() const { return m_spec.geometry; }
+    uint32_t NumNics() const { return static_cast<uint32_t>(m_hosts.size()); }
+    uint32_t NumPlanes() const { return m_spec.planes; }
+    Ptr<Node> Host(uint32_t nic) const { return m_hosts[nic]; }
+    /// The NIC's port on a plane.
+    Ptr<FabricNetDevice> HostPort(uint32_t nic, uint32_t plane) const;
+    /// Switch of (site, plane, tier, index within that tier).
+    Ptr<FabricSwitch> Switch(uint32_t site, uint32_t plane, uint32_t tier, uint32_t index) const;
+    const std::vector<Ptr<FabricSwitch>>& Switches() const { return m_switches; }
+    const std::vector<Ptr<FabricChannel>>& Links() const { return m_links; }
+    /// Links of one plane (NIC links, fabric links and inter-site links).
+    std::pair<std::size_t, std::size_t> PlaneLinkRange(uint32_t plane) const;
+    uint64_t NumPorts() const { return m_ports; }
+    Ptr<ClosRouter> Router() const { return m_router; }
+
+    /// Brings a link down or up now.
+    void SetLinkUp(Ptr<FabricChannel> link, bool up);
+    /// Brings every link of a plane down or up now.
+    void SetPlaneUp(uint32_t plane, bool up);
+    void SchedulePlaneState(uint32_t plane, Time at, bool up);
+    void ScheduleLinkState(Ptr<FabricChannel> link, Time at, bool up);
+    /// Random loss on every port of the fabric (both directions of every link); plane < 0: all.
+    void SetLossRate(double p, int32_t plane = -1);
+    /// Seeds every port's and switch's random stream from `stream` on; returns streams used.
+    int64_t AssignStreams(int64_t stream);
+
+    struct Totals
+    {
+        uint64_t switchDropsBuffer{0};
+        uint64_t switchDropsNoRoute{0};
+        uint64_t ecnMarks{0};
+        uint64_t portDropsLinkDown{0};
+        uint64_t portDropsCorrupt{0};
+        uint64_t lostInFlight{0};
+        uint64_t forwarded{0};
+        uint64_t pauses{0};
+    };
+
+    Totals CollectTotals() const;
+
+  private:
+    void Build();
+    Ptr<FabricChannel> Connect(Ptr<FabricNetDevice> a,
+                               Ptr<FabricNetDevice> b,
+                               double gbps,
+                               double delayNs);
+
+    TopologySpec m_spec;
+    Ptr<ClosRouter> m_router;
+    std::vector<Ptr<Node>> m_hosts;
+    std::vector<Ptr<FabricSwitch>> m_switches;
+    std::vector<uint32_t> m_tierBase; //!< first switch index of (site, plane, tier)
+    std::vector<Ptr<FabricChannel>> m_links;
+    std::vector<std::size_t> m_planeLinkStart; //!< planes + 1 entries
+    uint64_t m_ports{0};
+};
+
+/// ns-3 style front end: FabricHelper().Build(spec) or .Build("topologies/x.json").
+class FabricHelper
+{
+  public:
+    std::unique_ptr<Fabric> Build(const TopologySpec& spec) const;
+    std::unique_ptr<Fabric> Build(const std::string& topologyFile) const;
+};
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif

@@ -1,0 +1,282 @@
+#include "topology-spec.h"
+
+#include "json-reader.h"
+
+#include <cmath>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+namespace
+{
+uint32_t
+CeilDiv(uint64_t a, uint64_t b)
+{
+    return static_cast<uint32_t>((a + b - 1) / b);
+}
+
+SwitchParams
+ParseSwitch(const JsonReader& r)
+{
+    SwitchParams s;
+    if (r.Has("buffer_per_port_bytes"))
+    {
+        s.bufferPerPortBytes = r.UInt("buffer_per_port_bytes", 4096, 1ULL << 34);
+    }
+    if (r.Has("alpha"))
+    {
+        s.alpha = r.Number("alpha", 1.0 / 1024, 1024);
+    }
+    if (r.Has("ecn"))
+    {
+        s.ecn = r.Bool("ecn", true);
+    }
+    if (r.Has("ecn_kmin_bytes"))
+    {
+        s.ecnKminBytes = r.UInt("ecn_kmin_bytes", 0, 1ULL << 34);
+    }
+    if (r.Has("ecn_kmax_bytes"))
+    {
+        s.ecnKmaxBytes = r.UInt("ecn_kmax_bytes", 0, 1ULL << 34);
+    }
+    if (r.Has("ecn_pmax"))
+    {
+        s.ecnPmax = r.Number("ecn_pmax", 0.0, 1.0);
+    }
+    if (r.Has("latency_ns"))
+    {
+        s.latencyNs = r.Number("latency_ns", 0.0, 1e6);
+    }
+    if (r.Has("convergence_us"))
+    {
+        s.convergenceUs = r.Number("convergence_us", 0.0, 1e8);
+    }
+    if (s.ecnKminBytes && s.ecnKmaxBytes && *s.ecnKminBytes > *s.ecnKmaxBytes)
+    {
+        r.Fail("ecn_kmin_bytes", "must not exceed ecn_kmax_bytes");
+    }
+    r.Finish();
+    return s;
+}
+} // namespace
+
+TopologySpec
+ParseTopology(const nlohmann::json& j, const std::string& path)
+{
+    JsonReader r(j, path);
+    TopologySpec t;
+    t.name = r.String("name", "unnamed");
+    t.description = r.String("description", "");
+    t.kind = r.Choice("kind", {"fpf", "clos"});
+    t.nics = static_cast<uint32_t>(r.UInt("nics", 1, 1u << 22));
+    t.planes = static_cast<uint32_t>(r.UInt("planes", 1, 1, 16));
+    if (t.kind == "clos" && t.planes != 1)
+    {
+        r.Fail("planes", "a \"clos\" fabric has one plane; use kind \"fpf\" for several");
+    }
+    t.sites = static_cast<uint32_t>(r.UInt("sites", 1, 1, 16));
+    t.radix = static_cast<uint32_t>(r.UInt("switch_radix", 2, 4096));
+    t.nicPortGbps = r.Number("nic_port_gbps", 100, 0.001, 1e5);
+    t.fabricLinkGbps = r.Number("fabric_link_gbps", t.nicPortGbps, 0.001, 1e5);
+    t.nicLinkDelayNs = r.Number("nic_link_delay_ns", 25, 0, 1e9);
+    t.fabricLinkDelayNs = r.Number("fabric_link_delay_ns", 500, 0, 1e9);
+    t.oversubscription = r.Number("oversubscription", 1.0, 0.01, 100);
+    std::string tiers = r.Has("tiers") && r.Raw("tiers").is_string()
+                            ? r.Choice("tiers", {"auto"})
+                            : (r.Has("tiers") ? std::to_string(r.UInt("tiers", 2, 3)) : "auto");
+    if (t.nics % t.sites != 0)
+    {
+        r.Fail("nics", "must be a multiple of sites (" + std::to_string(t.sites) + ")");
+    }
+    if (r.Has("switch"))
+    {
+        t.sw = ParseSwitch(r.Object("switch"));
+    }
+    const uint32_t k = t.radix;
+    ClosGeometry& g = t.geometry;
+    g.sites = t.sites;
+    g.planes = t.planes;
+    g.nicsPerSite = t.nics / t.sites;
+    const double o = t.oversubscription;
+    if (r.Has("nics_per_leaf"))
+    {
+        g.d = static_cast<uint32_t>(r.UInt("nics_per_leaf", 1, k));
+    }
+    else
+    {
+        double d = std::floor(k * o * t.fabricLinkGbps / (t.nicPortGbps + o * t.fabricLinkGbps));
+        g.d = std::max<uint32_t>(1, static_cast<uint32_t>(d));
+        g.d = std::min(g.d, g.nicsPerSite);
+    }
+    if (r.Has("leaf_uplinks"))
+    {
+        g.u = static_cast<uint32_t>(r.UInt("leaf_uplinks", 1, k));
+    }
+    else
+    {
+        g.u = std::max<uint32_t>(
+            1, static_cast<uint32_t>(std::ceil(g.d * t.nicPortGbps / (o * t.fabricLinkGbps) - 1e-9)));
+    }
+    if (g.d + g.u > k)
+    {
+        r.Fail(r.Has("leaf_uplinks") ? "leaf_uplinks" : "nics_per_leaf",
+               "a leaf needs nics_per_leaf + leaf_uplinks = " + std::to_string(g.d + g.u) +
+                   " ports, more than switch_radix " + std::to_string(k));
+    }
+    g.L = CeilDiv(g.nicsPerSite, g.d);
+
+    if (t.sites > 1)
+    {
+        JsonReader sa = r.Object("scale_across");
+        t.distanceKm = sa.Number("distance_km", 0.001, 40000);
+        t.usPerKm = sa.Number("us_per_km", 5.0, 1.0, 10.0);
+        t.interSiteGbps = sa.Number("link_gbps", t.fabricLinkGbps, 0.001, 1e5);
+        g.x = static_cast<uint32_t>(sa.UInt("links_per_spine", 1, 1, k));
+        sa.Finish();
+    }
+    else if (r.Has("scale_across"))
+    {
+        r.Fail("scale_across", "needs sites > 1");
+    }
+
+    // Two tiers if one spine layer can reach every leaf.
+    uint32_t S = g.u;
+    if (r.Has("spines"))
+    {
+        S = static_cast<uint32_t>(r.UInt("spines", 1, g.u));
+        if (g.u % S != 0)
+        {
+            r.Fail("spines", "must divide leaf_uplinks (" + std::to_string(g.u) + ")");
+        }
+    }
+    uint32_t m = g.u / S;
+    uint64_t spinePorts = static_cast<uint64_t>(g.L) * m + static_cast<uint64_t>(t.sites - 1) * g.x;
+    bool twoFits = spinePorts <= k;
+    if (tiers == "2" && !twoFits)
+    {
+        r.Fail("tiers",
+               "a 2-tier plane cannot hold " + std::to_string(g.nicsPerSite) +
+                   " NICs per site: its spines would need " + std::to_string(spinePorts) +
+                   " ports, more than switch_radix " + std::to_string(k));
+    }
+    g.tiers = (tiers == "3" || !twoFits) ? 3 : 2;
+    if (g.tiers == 2)
+    {
+        g.S = S;
+        g.m = m;
+        // read to accept them, though only 3-tier fabrics use them
+        for (const char* key : {"leaves_per_pod", "aggs_per_pod", "agg_uplinks", "cores_per_group"})
+        {
+            if (r.Has(key))
+            {
+                r.Fail(key, "only applies to a 3-tier fabric (this one has 2 tiers)");
+            }
+        }
+    }
+    else
+    {
+        if (t.sites > 1)
+        {
+            r.Fail("sites",
+                   "scale-across joins 2-tier sites; " + std::to_string(g.nicsPerSite) +
+                       " NICs per site need 3 tiers at switch_radix " + std::to_string(k));
+        }
+        if (r.Has("spines"))
+        {
+            r.Fail("spines", "only applies to a 2-tier fabric (this one needs 3 tiers)");
+        }
+        g.A = static_cast<uint32_t>(r.UInt("aggs_per_pod", g.u, 1, g.u));
+        if (g.u % g.A != 0)
+        {
+            r.Fail("aggs_per_pod", "must divide leaf_uplinks (" + std::to_string(g.u) + ")");
+        }
+        g.m1 = g.u / g.A;
+        g.aUp = static_cast<uint32_t>(r.UInt("agg_uplinks", std::max(1u, k / 2), 1, k - 1));
+        uint32_t lpMax = (k - g.aUp) / g.m1;
+        if (lpMax == 0)
+        {
+            r.Fail("agg_uplinks", "leaves no aggregation port for leaves");
+        }
+        g.Lp = static_cast<uint32_t>(r.UInt("leaves_per_pod", lpMax, 1, lpMax));
+        g.C = static_cast<uint32_t>(r.UInt("cores_per_group", g.aUp, 1, g.aUp));
+        if (g.aUp % g.C != 0)
+        {
+            r.Fail("cores_per_group", "must divide agg_uplinks (" + std::to_string(g.aUp) + ")");
+        }
+        g.m2 = g.aUp / g.C;
+        g.P = CeilDiv(g.L, g.Lp);
+        if (static_cast<uint64_t>(g.P) * g.m2 > k)
+        {
+            r.Fail("nics",
+                   std::to_string(t.nics) + " NICs need " + std::to_string(g.P) +
+                       " pods, more than a core of switch_radix " + std::to_string(k) +
+                       " can join (at most " +
+                       std::to_string(static_cast<uint64_t>(k / g.m2) * g.Lp * g.d) +
+                       " NICs in 3 tiers)");
+        }
+    }
+    r.Finish();
+    return t;
+}
+
+TopologySpec
+LoadTopologyFile(const std::string& file)
+{
+    nlohmann::json j = ReadJsonFile(file, "topology");
+    try
+    {
+        return ParseTopology(j, "");
+    }
+    catch (const InputError& e)
+    {
+        throw InputError(file + ": " + e.what());
+    }
+}
+
+nlohmann::json
+TopologySpec::ToJson() const
+{
+    const ClosGeometry& g = geometry;
+    nlohmann::json j = {{"name", name},
+                        {"kind", kind},
+                        {"nics", nics},
+                        {"planes", planes},
+                        {"sites", sites},
+                        {"switch_radix", radix},
+                        {"nic_port_gbps", nicPortGbps},
+                        {"fabric_link_gbps", fabricLinkGbps},
+                        {"nic_link_delay_ns", nicLinkDelayNs},
+                        {"fabric_link_delay_ns", fabricLinkDelayNs},
+                        {"oversubscription", oversubscription},
+                        {"tiers", g.tiers},
+                        {"nics_per_leaf", g.d},
+                        {"leaf_uplinks", g.u},
+                        {"leaves_per_plane_per_site", g.L}};
+    if (g.tiers == 2)
+    {
+        j["spines_per_plane_per_site"] = g.S;
+        j["links_per_leaf_spine"] = g.m;
+    }
+    else
+    {
+        j["pods"] = g.P;
+        j["leaves_per_pod"] = g.Lp;
+        j["aggs_per_pod"] = g.A;
+        j["agg_uplinks"] = g.aUp;
+        j["cores_per_group"] = g.C;
+    }
+    if (sites > 1)
+    {
+        j["scale_across"] = {{"distance_km", distanceKm},
+                             {"us_per_km", usPerKm},
+                             {"link_gbps", interSiteGbps},
+                             {"links_per_spine", g.x},
+                             {"one_way_delay_us", InterSiteDelayNs() / 1000.0}};
+    }
+    return j;
+}
+
+} // namespace metaroce
+} // namespace ns3

@@ -1,0 +1,68 @@
+/*
+ * A parametric fabric description (what the files in topologies/ hold) and its validation.
+ * A few numbers expand into the whole fabric: never a list of links.
+ */
+#ifndef METAROCE_TOPOLOGY_SPEC_H
+#define METAROCE_TOPOLOGY_SPEC_H
+
+#include "model/fabric/clos-geometry.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+/// Switch attributes a topology may override (unset: the FabricSwitch attribute default).
+struct SwitchParams
+{
+    std::optional<uint64_t> bufferPerPortBytes;
+    std::optional<double> alpha;
+    std::optional<bool> ecn;
+    std::optional<uint64_t> ecnKminBytes;
+    std::optional<uint64_t> ecnKmaxBytes;
+    std::optional<double> ecnPmax;
+    std::optional<double> latencyNs;
+    std::optional<double> convergenceUs;
+};
+
+struct TopologySpec
+{
+    std::string name;
+    std::string description;
+    std::string kind; //!< "fpf" (multiplane) or "clos" (one plane)
+    uint32_t nics{0};
+    uint32_t planes{1};
+    uint32_t sites{1};
+    uint32_t radix{0};
+    double nicPortGbps{100};
+    double fabricLinkGbps{100};
+    double nicLinkDelayNs{25};
+    double fabricLinkDelayNs{500};
+    double oversubscription{1.0};
+    // scale-across (sites > 1)
+    double distanceKm{0};
+    double usPerKm{5.0};
+    double interSiteGbps{0};
+    SwitchParams sw;
+    ClosGeometry geometry; //!< derived and validated
+
+    /// One-way delay of an inter-site link in ns.
+    double InterSiteDelayNs() const { return distanceKm * usPerKm * 1000.0; }
+    /// The spec as JSON, derived geometry included (for --dry-run and result records).
+    nlohmann::json ToJson() const;
+};
+
+/// Parses and validates a topology object; `path` prefixes key names in errors.
+TopologySpec ParseTopology(const nlohmann::json& j, const std::string& path);
+/// Reads a topology file (errors name the file and the key).
+TopologySpec LoadTopologyFile(const std::string& file);
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif

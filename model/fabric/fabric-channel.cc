@@ -1,0 +1,151 @@
+#include "fabric-channel.h"
+
+#include "fabric-net-device.h"
+
+#include "ns3/log.h"
+#include "ns3/simulator.h"
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_LOG_COMPONENT_DEFINE("FabricChannel");
+NS_OBJECT_ENSURE_REGISTERED(FabricChannel);
+
+TypeId
+FabricChannel::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::metaroce::FabricChannel")
+            .SetParent<Channel>()
+            .SetGroupName("MetaRoce")
+            .AddConstructor<FabricChannel>()
+            .AddAttribute("Delay",
+                          "One-way propagation delay of the link.",
+                          TimeValue(NanoSeconds(0)),
+                          MakeTimeAccessor(&FabricChannel::SetDelay, &FabricChannel::GetDelay),
+                          MakeTimeChecker(Time(0)));
+    return tid;
+}
+
+FabricChannel::FabricChannel() = default;
+
+FabricChannel::~FabricChannel() = default;
+
+void
+FabricChannel::DoDispose()
+{
+    for (uint32_t d = 0; d < 2; ++d)
+    {
+        m_inFlight[d].Clear();
+        m_dev[d] = nullptr;
+    }
+    Channel::DoDispose();
+}
+
+void
+FabricChannel::Connect(Ptr<FabricNetDevice> a, Ptr<FabricNetDevice> b)
+{
+    m_dev[0] = a;
+    m_dev[1] = b;
+    a->Attach(this);
+    b->Attach(this);
+}
+
+FabricNetDevice*
+FabricChannel::GetPeer(const FabricNetDevice* dev) const
+{
+    return dev == PeekPointer(m_dev[0]) ? PeekPointer(m_dev[1]) : PeekPointer(m_dev[0]);
+}
+
+void
+FabricChannel::Transmit(const FabricNetDevice* from, FabricFrame&& frame, int64_t txPs)
+{
+    uint32_t d = from == PeekPointer(m_dev[0]) ? 0 : 1;
+    if (!m_up)
+    {
+        ++m_lostInFlight;
+        return;
+    }
+    frame.readyPs = Simulator::Now().GetPicoSeconds() + txPs + m_delayPs;
+    bool wasEmpty = m_inFlight[d].Empty();
+    int64_t arrive = frame.readyPs;
+    m_inFlight[d].PushBack(std::move(frame));
+    if (wasEmpty)
+    {
+        Simulator::ScheduleWithContext(m_dev[1 - d]->GetNode()->GetId(),
+                                       PicoSeconds(arrive - Simulator::Now().GetPicoSeconds()),
+                                       &FabricChannel::Deliver,
+                                       this,
+                                       d,
+                                       m_epoch);
+    }
+}
+
+void
+FabricChannel::Deliver(uint32_t d, uint32_t epoch)
+{
+    if (epoch != m_epoch)
+    {
+        return; // the link failed after this arrival was scheduled: its frames are gone
+    }
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    FrameRing& q = m_inFlight[d];
+    FabricNetDevice* dst = PeekPointer(m_dev[1 - d]);
+    // Arrival times are non-decreasing (FIFO, constant delay): deliver all that are due.
+    while (!q.Empty() && q.Front().readyPs <= now)
+    {
+        FabricFrame f = q.PopFront();
+        dst->Receive(std::move(f));
+    }
+    if (!q.Empty())
+    {
+        Simulator::Schedule(PicoSeconds(q.Front().readyPs - now),
+                            &FabricChannel::Deliver,
+                            this,
+                            d,
+                            epoch);
+    }
+}
+
+void
+FabricChannel::SetUp(bool up)
+{
+    if (up == m_up)
+    {
+        return;
+    }
+    m_up = up;
+    if (!up)
+    {
+        ++m_epoch;
+        for (uint32_t d = 0; d < 2; ++d)
+        {
+            m_lostInFlight += m_inFlight[d].Size();
+            m_inFlight[d].Clear();
+        }
+    }
+    for (uint32_t d = 0; d < 2; ++d)
+    {
+        if (m_dev[d])
+        {
+            m_dev[d]->SetLinkUp(up);
+        }
+    }
+}
+
+std::size_t
+FabricChannel::GetNDevices() const
+{
+    return 2;
+}
+
+Ptr<NetDevice>
+FabricChannel::GetDevice(std::size_t i) const
+{
+    return m_dev[i];
+}
+
+} // namespace metaroce
+} // namespace ns3

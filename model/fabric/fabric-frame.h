@@ -1,0 +1,152 @@
+/*
+ * A frame as the fabric carries it: the ns-3 Packet (transport headers and payload) with a
+ * parsed copy of the Ethernet/IPv4/UDP fields a switch reads kept beside it, so no hop has
+ * to remove and re-add a header to read the destination or flip the ECN bits.
+ * FabricHeader serializes the same fields for anything that needs real bytes (pcap, MPI).
+ */
+#ifndef METAROCE_FABRIC_FRAME_H
+#define METAROCE_FABRIC_FRAME_H
+
+#include "ns3/packet.h"
+#include "ns3/ptr.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <utility>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+/// Bytes on the wire around the IP packet that are not in the Packet: Ethernet header (14),
+/// IPv4 (20) and UDP (8) as modelled by FabricHeader, plus FCS (4), preamble+SFD (8) and
+/// the inter-frame gap (12). ICRC belongs to the transport header.
+constexpr uint32_t kL2L3HeaderBytes = 14 + 20 + 8;
+constexpr uint32_t kFrameTrailerBytes = 4;
+constexpr uint32_t kPreambleIfgBytes = 8 + 12;
+constexpr uint32_t kWireOverheadBytes = kL2L3HeaderBytes + kFrameTrailerBytes + kPreambleIfgBytes;
+/// Ethernet's minimum frame (headers + payload + FCS) is 64 B.
+constexpr uint32_t kMinFrameBytes = 64;
+
+/// ECN codepoints of the IP header.
+enum EcnCodepoint : uint8_t
+{
+    ECN_NOT_ECT = 0,
+    ECN_ECT1 = 1,
+    ECN_ECT0 = 2,
+    ECN_CE = 3
+};
+
+/// One frame in flight or queued. Kept small: it is copied through every queue and link.
+struct FabricFrame
+{
+    Ptr<Packet> packet; //!< transport headers and payload
+    int64_t readyPs{0}; //!< on a link: arrival time; in a switch: earliest departure (ps)
+    uint32_t src{0};    //!< source NIC id (IPv4 source address)
+    uint32_t dst{0};    //!< destination NIC id (IPv4 destination address)
+    uint32_t wireBytes{0};    //!< bytes this frame occupies on the wire, overhead included
+    uint16_t entropy{0};      //!< UDP source port: what ECMP hashes besides the addresses
+    uint16_t ingress{0xffff}; //!< ingress port index inside a switch (PFC accounting)
+    uint8_t ecn{ECN_NOT_ECT}; //!< IP ECN field
+    uint8_t tc{0};            //!< traffic class (from DSCP), 0..7: selects queue and PFC priority
+
+    /// Builds a frame around a packet and computes its wire size.
+    static FabricFrame Make(Ptr<Packet> p, uint32_t src, uint32_t dst, uint16_t entropy,
+                            uint8_t tc, uint8_t ecn)
+    {
+        FabricFrame f;
+        f.packet = std::move(p);
+        f.src = src;
+        f.dst = dst;
+        f.entropy = entropy;
+        f.tc = tc;
+        f.ecn = ecn;
+        uint32_t frame = f.packet->GetSize() + kL2L3HeaderBytes + kFrameTrailerBytes;
+        f.wireBytes = (frame < kMinFrameBytes ? kMinFrameBytes : frame) + kPreambleIfgBytes;
+        return f;
+    }
+};
+
+/// A FIFO of frames that allocates nothing until first used: a fabric has millions of queues
+/// and most are empty, so a std::deque's eager 512-byte block per queue is too costly.
+class FrameRing
+{
+  public:
+    FrameRing() = default;
+    FrameRing(const FrameRing&) = delete;
+    FrameRing& operator=(const FrameRing&) = delete;
+
+    ~FrameRing()
+    {
+        Clear();
+        std::free(m_buf);
+    }
+
+    bool Empty() const { return m_size == 0; }
+
+    uint32_t Size() const { return m_size; }
+
+    FabricFrame& Front() { return m_buf[m_head]; }
+
+    const FabricFrame& Front() const { return m_buf[m_head]; }
+
+    void PushBack(FabricFrame&& f)
+    {
+        if (m_size == m_cap)
+        {
+            Grow();
+        }
+        new (&m_buf[(m_head + m_size) & (m_cap - 1)]) FabricFrame(std::move(f));
+        ++m_size;
+    }
+
+    FabricFrame PopFront()
+    {
+        FabricFrame f(std::move(m_buf[m_head]));
+        m_buf[m_head].~FabricFrame();
+        m_head = (m_head + 1) & (m_cap - 1);
+        --m_size;
+        return f;
+    }
+
+    void Clear()
+    {
+        while (m_size > 0)
+        {
+            PopFront();
+        }
+    }
+
+  private:
+    void Grow()
+    {
+        uint32_t cap = m_cap == 0 ? 4 : m_cap * 2;
+        auto* nb = static_cast<FabricFrame*>(std::malloc(sizeof(FabricFrame) * cap));
+        if (nb == nullptr)
+        {
+            throw std::bad_alloc();
+        }
+        for (uint32_t i = 0; i < m_size; ++i)
+        {
+            FabricFrame& old = m_buf[(m_head + i) & (m_cap - 1)];
+            new (&nb[i]) FabricFrame(std::move(old));
+            old.~FabricFrame();
+        }
+        std::free(m_buf);
+        m_buf = nb;
+        m_cap = cap;
+        m_head = 0;
+    }
+
+    FabricFrame* m_buf{nullptr};
+    uint32_t m_head{0};
+    uint32_t m_size{0};
+    uint32_t m_cap{0};
+};
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif

@@ -1,0 +1,450 @@
+#include "fabric-net-device.h"
+
+#include "fabric-channel.h"
+
+#include "ns3/abort.h"
+#include "ns3/boolean.h"
+#include "ns3/data-rate.h"
+#include "ns3/double.h"
+#include "ns3/log.h"
+#include "ns3/mac48-address.h"
+#include "ns3/simulator.h"
+#include "ns3/uinteger.h"
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_LOG_COMPONENT_DEFINE("FabricNetDevice");
+NS_OBJECT_ENSURE_REGISTERED(FabricNetDevice);
+
+TypeId
+FabricNetDevice::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::metaroce::FabricNetDevice")
+            .SetParent<NetDevice>()
+            .SetGroupName("MetaRoce")
+            .AddConstructor<FabricNetDevice>()
+            .AddAttribute("DataRate",
+                          "Line rate of the port.",
+                          DataRateValue(DataRate("100Gb/s")),
+                          MakeDataRateAccessor(&FabricNetDevice::SetDataRate,
+                                               &FabricNetDevice::GetDataRate),
+                          MakeDataRateChecker())
+            .AddAttribute("LossRate",
+                          "Probability that a frame arriving at this port is lost (random loss "
+                          "on the link into it), 0..1.",
+                          DoubleValue(0.0),
+                          MakeDoubleAccessor(&FabricNetDevice::SetLossRate,
+                                             &FabricNetDevice::GetLossRate),
+                          MakeDoubleChecker<double>(0.0, 1.0))
+            .AddAttribute("ControlTrafficClass",
+                          "Frames of this traffic class or higher use the strict-priority "
+                          "control queue and are never paused (ACK, NAK, CNP). Assumption: 6, "
+                          "as in common RoCE deployments that put CNPs on TC6.",
+                          UintegerValue(6),
+                          MakeUintegerAccessor(&FabricNetDevice::m_controlTc),
+                          MakeUintegerChecker<uint8_t>(1, 7))
+            .AddAttribute("Mtu",
+                          "IP MTU in bytes (informational; frames are built by the NICs).",
+                          UintegerValue(9000),
+                          MakeUintegerAccessor(&FabricNetDevice::m_mtu),
+                          MakeUintegerChecker<uint16_t>(64))
+            .AddTraceSource("Drop",
+                            "A frame was dropped by the port (reason: FabricDropReason).",
+                            MakeTraceSourceAccessor(&FabricNetDevice::m_dropTrace),
+                            "ns3::metaroce::FabricNetDevice::DropTracedCallback")
+            .AddTraceSource("PhyTxBegin",
+                            "A frame started transmission.",
+                            MakeTraceSourceAccessor(&FabricNetDevice::m_txBeginTrace),
+                            "ns3::Packet::TracedCallback");
+    return tid;
+}
+
+FabricNetDevice::FabricNetDevice()
+{
+    SetDataRate(DataRate("100Gb/s"));
+}
+
+FabricNetDevice::~FabricNetDevice() = default;
+
+void
+FabricNetDevice::DoDispose()
+{
+    m_txEvent.Cancel();
+    m_queue[0].Clear();
+    m_queue[1].Clear();
+    m_channel = nullptr;
+    m_node = nullptr;
+    m_receiver = nullptr;
+    NetDevice::DoDispose();
+}
+
+void
+FabricNetDevice::SetDataRate(DataRate rate)
+{
+    NS_ABORT_MSG_IF(rate.GetBitRate() == 0, "FabricNetDevice: DataRate must be positive");
+    m_rate = rate;
+}
+
+int64_t
+FabricNetDevice::TxTimePs(uint32_t wireBytes) const
+{
+    // bytes * 8 bits * 1e12 ps/s / (bit/s); exact for the usual rates (100G: 80 ps per byte).
+    unsigned __int128 num = static_cast<unsigned __int128>(wireBytes) * 8000000000000ULL;
+    return static_cast<int64_t>(num / m_rate.GetBitRate());
+}
+
+void
+FabricNetDevice::SetLossRate(double p)
+{
+    m_lossRate = p;
+}
+
+int64_t
+FabricNetDevice::AssignStreams(int64_t stream)
+{
+    m_rng.Seed(static_cast<uint64_t>(stream));
+    return 1;
+}
+
+void
+FabricNetDevice::Attach(Ptr<FabricChannel> channel)
+{
+    m_channel = channel;
+}
+
+FabricNetDevice*
+FabricNetDevice::GetPeer() const
+{
+    return m_channel ? m_channel->GetPeer(this) : nullptr;
+}
+
+bool
+FabricNetDevice::Enqueue(FabricFrame&& frame)
+{
+    if (!m_linkUp)
+    {
+        Drop(frame, FabricDropReason::LinkDown);
+        return false;
+    }
+    uint32_t q = QueueOf(frame.tc);
+    m_queueBytes[q] += frame.wireBytes;
+    uint64_t total = m_queueBytes[0] + m_queueBytes[1];
+    if (total > m_counters.maxQueueBytes)
+    {
+        m_counters.maxQueueBytes = total;
+    }
+    m_queue[q].PushBack(std::move(frame));
+    if (!m_busy && !m_txEvent.IsRunning())
+    {
+        TryTransmit();
+    }
+    return true;
+}
+
+void
+FabricNetDevice::TryTransmit()
+{
+    // Control frames first; data only if its class is not paused (one data FIFO: a paused
+    // head blocks the frames behind it, as in a single-queue port).
+    FrameRing* q = nullptr;
+    if (!m_queue[0].Empty())
+    {
+        q = &m_queue[0];
+    }
+    else if (!m_queue[1].Empty() && !IsPaused(m_queue[1].Front().tc))
+    {
+        q = &m_queue[1];
+    }
+    if (q == nullptr)
+    {
+        if (m_queue[1].Empty() && m_receiver != nullptr)
+        {
+            m_receiver->NotifyPortIdle(this);
+        }
+        return;
+    }
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    if (q->Front().readyPs > now)
+    {
+        // Forwarding latency of the switch not yet elapsed: start later, still one event.
+        m_txEvent = Simulator::Schedule(PicoSeconds(q->Front().readyPs - now),
+                                        &FabricNetDevice::TryTransmit,
+                                        this);
+        return;
+    }
+    uint32_t qi = static_cast<uint32_t>(q - m_queue);
+    FabricFrame f = q->PopFront();
+    m_queueBytes[qi] -= f.wireBytes;
+    if (m_receiver != nullptr)
+    {
+        m_receiver->NotifyDequeue(this, f);
+    }
+    int64_t tx = TxTimePs(f.wireBytes);
+    m_busy = true;
+    ++m_counters.txPackets;
+    m_counters.txBytes += f.wireBytes;
+    m_txBeginTrace(f.packet);
+    m_channel->Transmit(this, std::move(f), tx);
+    m_txEvent = Simulator::Schedule(PicoSeconds(tx), &FabricNetDevice::TransmitComplete, this);
+}
+
+void
+FabricNetDevice::TransmitComplete()
+{
+    m_busy = false;
+    TryTransmit();
+}
+
+void
+FabricNetDevice::Receive(FabricFrame&& frame)
+{
+    if (!m_linkUp)
+    {
+        Drop(frame, FabricDropReason::LinkDown);
+        return;
+    }
+    if (m_lossRate > 0 && m_rng.Uniform() < m_lossRate)
+    {
+        Drop(frame, FabricDropReason::Corrupt);
+        return;
+    }
+    ++m_counters.rxPackets;
+    m_counters.rxBytes += frame.wireBytes;
+    if (m_receiver != nullptr)
+    {
+        m_receiver->ReceiveFrame(this, std::move(frame));
+    }
+}
+
+void
+FabricNetDevice::Drop(const FabricFrame& f, FabricDropReason reason)
+{
+    if (reason == FabricDropReason::LinkDown)
+    {
+        ++m_counters.dropLinkDown;
+    }
+    else if (reason == FabricDropReason::Corrupt)
+    {
+        ++m_counters.dropCorrupt;
+    }
+    NS_LOG_LOGIC("port " << m_ifIndex << " drops frame " << f.src << "->" << f.dst << " reason "
+                         << unsigned(reason));
+    m_dropTrace(f.packet, static_cast<uint8_t>(reason));
+}
+
+void
+FabricNetDevice::SetLinkUp(bool up)
+{
+    if (up == m_linkUp)
+    {
+        return;
+    }
+    m_linkUp = up;
+    if (!up)
+    {
+        // A failed link loses what was queued for it; the owner releases its buffer.
+        m_txEvent.Cancel();
+        m_busy = false;
+        for (auto& q : m_queue)
+        {
+            while (!q.Empty())
+            {
+                FabricFrame f = q.PopFront();
+                if (m_receiver != nullptr)
+                {
+                    m_receiver->NotifyDequeue(this, f);
+                }
+                Drop(f, FabricDropReason::LinkDown);
+            }
+        }
+        m_queueBytes[0] = m_queueBytes[1] = 0;
+    }
+    m_linkChangeCallbacks();
+    if (m_receiver != nullptr)
+    {
+        m_receiver->NotifyLinkChange(this, up);
+    }
+    if (up)
+    {
+        TryTransmit();
+    }
+}
+
+void
+FabricNetDevice::SetPaused(uint8_t tc, bool paused)
+{
+    uint8_t before = m_pausedMask;
+    if (paused)
+    {
+        m_pausedMask |= static_cast<uint8_t>(1u << tc);
+    }
+    else
+    {
+        m_pausedMask &= static_cast<uint8_t>(~(1u << tc));
+    }
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    if (before == 0 && m_pausedMask != 0)
+    {
+        ++m_counters.pauses;
+        m_pauseStartPs = now;
+    }
+    else if (before != 0 && m_pausedMask == 0)
+    {
+        m_counters.pausedPs += static_cast<uint64_t>(now - m_pauseStartPs);
+    }
+    if (!paused && !m_busy && !m_txEvent.IsRunning())
+    {
+        TryTransmit();
+    }
+}
+
+// ---- NetDevice boilerplate: this device carries FabricFrames, not IP packets ----
+
+void
+FabricNetDevice::SetIfIndex(const uint32_t index)
+{
+    m_ifIndex = index;
+}
+
+uint32_t
+FabricNetDevice::GetIfIndex() const
+{
+    return m_ifIndex;
+}
+
+Ptr<Channel>
+FabricNetDevice::GetChannel() const
+{
+    return m_channel;
+}
+
+void
+FabricNetDevice::SetAddress(Address address)
+{
+}
+
+Address
+FabricNetDevice::GetAddress() const
+{
+    return Mac48Address();
+}
+
+bool
+FabricNetDevice::SetMtu(const uint16_t mtu)
+{
+    m_mtu = mtu;
+    return true;
+}
+
+uint16_t
+FabricNetDevice::GetMtu() const
+{
+    return m_mtu;
+}
+
+void
+FabricNetDevice::AddLinkChangeCallback(Callback<void> callback)
+{
+    m_linkChangeCallbacks.ConnectWithoutContext(callback);
+}
+
+bool
+FabricNetDevice::IsBroadcast() const
+{
+    return false;
+}
+
+Address
+FabricNetDevice::GetBroadcast() const
+{
+    return Mac48Address::GetBroadcast();
+}
+
+bool
+FabricNetDevice::IsMulticast() const
+{
+    return false;
+}
+
+Address
+FabricNetDevice::GetMulticast(Ipv4Address multicastGroup) const
+{
+    return Mac48Address::GetMulticast(multicastGroup);
+}
+
+Address
+FabricNetDevice::GetMulticast(Ipv6Address addr) const
+{
+    return Mac48Address::GetMulticast(addr);
+}
+
+bool
+FabricNetDevice::IsBridge() const
+{
+    return false;
+}
+
+bool
+FabricNetDevice::IsPointToPoint() const
+{
+    return true;
+}
+
+bool
+FabricNetDevice::Send(Ptr<Packet> packet, const Address& dest, uint16_t protocolNumber)
+{
+    // Frames enter through Enqueue(), which carries the fabric addressing fields.
+    NS_LOG_WARN("FabricNetDevice::Send is not supported; use Enqueue(FabricFrame)");
+    return false;
+}
+
+bool
+FabricNetDevice::SendFrom(Ptr<Packet> packet,
+                          const Address& source,
+                          const Address& dest,
+                          uint16_t protocolNumber)
+{
+    return Send(packet, dest, protocolNumber);
+}
+
+Ptr<Node>
+FabricNetDevice::GetNode() const
+{
+    return m_node;
+}
+
+void
+FabricNetDevice::SetNode(Ptr<Node> node)
+{
+    m_node = node;
+}
+
+bool
+FabricNetDevice::NeedsArp() const
+{
+    return false;
+}
+
+void
+FabricNetDevice::SetReceiveCallback(NetDevice::ReceiveCallback cb)
+{
+    // Frames go to the FabricFrameReceiver; Node's IP-style upcall is not used.
+}
+
+void
+FabricNetDevice::SetPromiscReceiveCallback(PromiscReceiveCallback cb)
+{
+}
+
+bool
+FabricNetDevice::SupportsSendFrom() const
+{
+    return false;
+}
+
+} // namespace metaroce
+} // namespace ns3

@@ -1,0 +1,178 @@
+/*
+ * One port of a fabric element (switch or NIC): an egress queue in bytes with a
+ * strict-priority control queue and a data queue, a transmitter at DataRate, and the receive
+ * side of a point-to-point FabricChannel. At most one pending event per port.
+ */
+#ifndef METAROCE_FABRIC_NET_DEVICE_H
+#define METAROCE_FABRIC_NET_DEVICE_H
+
+#include "fabric-channel.h"
+#include "fabric-frame.h"
+#include "fabric-random.h"
+
+#include "ns3/data-rate.h"
+#include "ns3/event-id.h"
+#include "ns3/net-device.h"
+#include "ns3/node.h"
+#include "ns3/traced-callback.h"
+
+namespace ns3
+{
+namespace metaroce
+{
+
+class FabricNetDevice;
+
+/// Why a port dropped a frame (the switch's own drops, e.g. buffer full, are counted there).
+enum class FabricDropReason : uint8_t
+{
+    LinkDown = 0, //!< sent to or arriving at a port whose link is down
+    Corrupt = 1,  //!< random loss on the link (LossRate)
+    BufferFull = 2,
+    NoRoute = 3,
+};
+
+/// What owns a port (a switch, a NIC, a traffic endpoint) implements this; a plain interface
+/// rather than ns-3 Callbacks because it is called for every frame.
+class FabricFrameReceiver
+{
+  public:
+    virtual ~FabricFrameReceiver() = default;
+    /// A frame arrived at port.
+    virtual void ReceiveFrame(FabricNetDevice* port, FabricFrame&& frame) = 0;
+    /// A frame left port's queue to go on the wire (or was flushed by a link failure).
+    virtual void NotifyDequeue(FabricNetDevice* port, const FabricFrame& frame) {}
+    /// The transmitter finished and both queues are empty: an owner that feeds the port one
+    /// frame at a time (a NIC's arbiter) sends the next one now.
+    virtual void NotifyPortIdle(FabricNetDevice* port) {}
+    /// The port's link went down or came back.
+    virtual void NotifyLinkChange(FabricNetDevice* port, bool up) {}
+};
+
+class FabricNetDevice : public NetDevice
+{
+  public:
+    static TypeId GetTypeId();
+    FabricNetDevice();
+    ~FabricNetDevice() override;
+
+    /// Queues a frame for transmission and starts the transmitter if idle. Returns false and
+    /// counts a drop if the link is down.
+    bool Enqueue(FabricFrame&& frame);
+    /// Called by the channel when a frame's last bit arrives.
+    void Receive(FabricFrame&& frame);
+
+    void Attach(Ptr<FabricChannel> channel);
+    void SetReceiver(FabricFrameReceiver* r) { m_receiver = r; }
+    FabricFrameReceiver* GetReceiver() const { return m_receiver; }
+    /// Called by the channel on link failure/recovery (both ends).
+    void SetLinkUp(bool up);
+    /// A port with no link (a partly filled leaf): down, silently, from the start.
+    void MarkUnwired() { m_linkUp = false; }
+
+    /// PFC: stop (or resume) sending frames of traffic class tc.
+    void SetPaused(uint8_t tc, bool paused);
+    bool IsPaused(uint8_t tc) const { return (m_pausedMask >> tc) & 1; }
+
+    void SetDataRate(DataRate rate);
+    DataRate GetDataRate() const { return m_rate; }
+    /// Wire time of bytes at this port's rate, in picoseconds (exact integer arithmetic).
+    int64_t TxTimePs(uint32_t wireBytes) const;
+    void SetLossRate(double p);
+    double GetLossRate() const { return m_lossRate; }
+    /// Assigns the random stream used for link loss; returns the number of streams used.
+    int64_t AssignStreams(int64_t stream);
+
+    /// Bytes waiting in the data queue (control frames excluded) and in both queues.
+    uint64_t GetDataQueueBytes() const { return m_queueBytes[1]; }
+    uint64_t GetQueueBytes() const { return m_queueBytes[0] + m_queueBytes[1]; }
+    uint32_t GetQueuePackets() const { return m_queue[0].Size() + m_queue[1].Size(); }
+    bool IsBusy() const { return m_busy; }
+    Ptr<FabricChannel> GetFabricChannel() const { return m_channel; }
+    /// The device at the other end of the link.
+    FabricNetDevice* GetPeer() const;
+    /// The queue a traffic class maps to: 0 for control (strict priority), 1 for data.
+    uint32_t QueueOf(uint8_t tc) const { return tc >= m_controlTc ? 0 : 1; }
+
+    struct Counters
+    {
+        uint64_t txPackets{0};
+        uint64_t txBytes{0}; //!< wire bytes, overhead included
+        uint64_t rxPackets{0};
+        uint64_t rxBytes{0};
+        uint64_t dropLinkDown{0};
+        uint64_t dropCorrupt{0};
+        uint64_t maxQueueBytes{0};
+        uint64_t pausedPs{0}; //!< time with any traffic class paused
+        uint64_t pauses{0};   //!< transitions into pause
+    };
+
+    const Counters& GetCounters() const { return m_counters; }
+
+    // NetDevice
+    void SetIfIndex(const uint32_t index) override;
+    uint32_t GetIfIndex() const override;
+    Ptr<Channel> GetChannel() const override;
+    void SetAddress(Address address) override;
+    Address GetAddress() const override;
+    bool SetMtu(const uint16_t mtu) override;
+    uint16_t GetMtu() const override;
+    bool IsLinkUp() const override { return m_linkUp; }
+    void AddLinkChangeCallback(Callback<void> callback) override;
+    bool IsBroadcast() const override;
+    Address GetBroadcast() const override;
+    bool IsMulticast() const override;
+    Address GetMulticast(Ipv4Address multicastGroup) const override;
+    Address GetMulticast(Ipv6Address addr) const override;
+    bool IsBridge() const override;
+    bool IsPointToPoint() const override;
+    bool Send(Ptr<Packet> packet, const Address& dest, uint16_t protocolNumber) override;
+    bool SendFrom(Ptr<Packet> packet,
+                  const Address& source,
+                  const Address& dest,
+                  uint16_t protocolNumber) override;
+    Ptr<Node> GetNode() const override;
+    void SetNode(Ptr<Node> node) override;
+    bool NeedsArp() const override;
+    void SetReceiveCallback(NetDevice::ReceiveCallback cb) override;
+    void SetPromiscReceiveCallback(PromiscReceiveCallback cb) override;
+    bool SupportsSendFrom() const override;
+
+    typedef void (*DropTracedCallback)(Ptr<const Packet> packet, uint8_t reason);
+
+  protected:
+    void DoDispose() override;
+
+  private:
+    void TryTransmit();
+    void TransmitComplete();
+    void Drop(const FabricFrame& f, FabricDropReason reason);
+
+    Ptr<Node> m_node;
+    Ptr<FabricChannel> m_channel;
+    FabricFrameReceiver* m_receiver{nullptr};
+    FrameRing m_queue[2];        //!< [0] control, strict priority; [1] data
+    uint64_t m_queueBytes[2]{0, 0};
+    DataRate m_rate;
+    uint64_t m_psPerByteNum{0};  //!< 8e12 (ps*bit/s per byte)
+    EventId m_txEvent;           //!< transmission end, or a deferred start
+    double m_lossRate{0};
+    FastRng m_rng;
+    int64_t m_pauseStartPs{0};
+    Counters m_counters;
+    uint32_t m_ifIndex{0};
+    uint16_t m_mtu{9000};
+    uint8_t m_controlTc{6};
+    uint8_t m_pausedMask{0};
+    bool m_busy{false};
+    bool m_linkUp{true};
+
+    TracedCallback<Ptr<const Packet>, uint8_t> m_dropTrace;
+    TracedCallback<Ptr<const Packet>> m_txBeginTrace;
+    TracedCallback<> m_linkChangeCallbacks;
+};
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif

@@ -1,0 +1,271 @@
+#include "fabric-switch.h"
+
+#include "ns3/boolean.h"
+#include "ns3/double.h"
+#include "ns3/log.h"
+#include "ns3/simulator.h"
+#include "ns3/uinteger.h"
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_LOG_COMPONENT_DEFINE("FabricSwitch");
+NS_OBJECT_ENSURE_REGISTERED(FabricSwitch);
+
+TypeId
+FabricSwitch::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::metaroce::FabricSwitch")
+            .SetParent<Node>()
+            .SetGroupName("MetaRoce")
+            .AddConstructor<FabricSwitch>()
+            .AddAttribute("BufferPerPort",
+                          "Shared packet buffer contributed by each port, in bytes (the switch's "
+                          "buffer is this times its port count unless BufferBytes is set). "
+                          "Assumption: 323,555 B, a Tomahawk-5-class 165.66 MB pool over 512 "
+                          "ports.",
+                          UintegerValue(323555),
+                          MakeUintegerAccessor(&FabricSwitch::m_bufferPerPort),
+                          MakeUintegerChecker<uint64_t>())
+            .AddAttribute("BufferBytes",
+                          "Total shared buffer in bytes; 0 derives it from BufferPerPort.",
+                          UintegerValue(0),
+                          MakeUintegerAccessor(&FabricSwitch::m_bufferBytes),
+                          MakeUintegerChecker<uint64_t>())
+            .AddAttribute("Alpha",
+                          "Dynamic-threshold factor: an egress queue may hold at most Alpha x "
+                          "the free shared buffer. Assumption: 1.",
+                          DoubleValue(1.0),
+                          MakeDoubleAccessor(&FabricSwitch::m_alpha),
+                          MakeDoubleChecker<double>(1.0 / 1024, 1024))
+            .AddAttribute("EcnEnabled",
+                          "Mark ECN-capable frames (else ECN bits pass unchanged).",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&FabricSwitch::m_ecnEnabled),
+                          MakeBooleanChecker())
+            .AddAttribute("EcnKmin",
+                          "Egress queue depth (bytes) above which marking starts. Assumption: "
+                          "20,000 B = 0.2 x the bandwidth-delay product of a 100G port at 8 us "
+                          "(the UET reference model's rule; a low threshold suits a lossy "
+                          "fabric).",
+                          UintegerValue(20000),
+                          MakeUintegerAccessor(&FabricSwitch::m_kmin),
+                          MakeUintegerChecker<uint64_t>())
+            .AddAttribute("EcnKmax",
+                          "Egress queue depth (bytes) at which the marking probability reaches "
+                          "Pmax; above it every ECN-capable frame is marked. Assumption: "
+                          "80,000 B = 0.8 x BDP, as for EcnKmin.",
+                          UintegerValue(80000),
+                          MakeUintegerAccessor(&FabricSwitch::m_kmax),
+                          MakeUintegerChecker<uint64_t>())
+            .AddAttribute("EcnPmax",
+                          "Marking probability at Kmax. Assumption: 1 (a linear ramp from "
+                          "Kmin to Kmax).",
+                          DoubleValue(1.0),
+                          MakeDoubleAccessor(&FabricSwitch::m_pmax),
+                          MakeDoubleChecker<double>(0.0, 1.0))
+            .AddAttribute("Latency",
+                          "Port-to-port forwarding latency added to every frame. Assumption: "
+                          "600 ns, the low end of quoted Tomahawk-5 figures.",
+                          TimeValue(NanoSeconds(600)),
+                          MakeTimeAccessor(&FabricSwitch::m_latency),
+                          MakeTimeChecker(Time(0)))
+            .AddAttribute("ConvergenceDelay",
+                          "Time from a port's link failure (or recovery) until ECMP stops (or "
+                          "resumes) hashing onto it. Assumption: 1 ms, a local hardware ECMP "
+                          "group update.",
+                          TimeValue(MilliSeconds(1)),
+                          MakeTimeAccessor(&FabricSwitch::m_convergence),
+                          MakeTimeChecker(Time(0)))
+            .AddAttribute("EcmpSalt",
+                          "Per-switch ECMP hash seed; 0 derives one from the node id.",
+                          UintegerValue(0),
+                          MakeUintegerAccessor(&FabricSwitch::m_salt),
+                          MakeUintegerChecker<uint32_t>())
+            .AddTraceSource("Drop",
+                            "A frame was dropped by the switch (reason: FabricDropReason).",
+                            MakeTraceSourceAccessor(&FabricSwitch::m_dropTrace),
+                            "ns3::metaroce::FabricSwitch::DropTracedCallback")
+            .AddTraceSource("EcnMark",
+                            "A frame was ECN-marked (CE).",
+                            MakeTraceSourceAccessor(&FabricSwitch::m_markTrace),
+                            "ns3::Packet::TracedCallback");
+    return tid;
+}
+
+FabricSwitch::FabricSwitch() = default;
+
+FabricSwitch::~FabricSwitch() = default;
+
+void
+FabricSwitch::DoDispose()
+{
+    m_ports.clear();
+    m_router = nullptr;
+    Node::DoDispose();
+}
+
+uint32_t
+FabricSwitch::AddPort(Ptr<FabricNetDevice> dev)
+{
+    AddDevice(dev);
+    dev->SetReceiver(this);
+    m_ports.push_back(PeekPointer(dev));
+    return static_cast<uint32_t>(m_ports.size() - 1);
+}
+
+void
+FabricSwitch::SetRouter(Ptr<FabricRouter> router, const SwitchCoord& coord)
+{
+    m_router = router;
+    m_coord = coord;
+}
+
+int64_t
+FabricSwitch::AssignStreams(int64_t stream)
+{
+    m_rng.Seed(static_cast<uint64_t>(stream));
+    return 1;
+}
+
+uint64_t
+FabricSwitch::GetBufferBytes() const
+{
+    return m_bufferBytes != 0 ? m_bufferBytes : m_bufferPerPort * m_ports.size();
+}
+
+double
+FabricSwitch::MarkProbability(uint64_t q) const
+{
+    if (q <= m_kmin)
+    {
+        return 0.0;
+    }
+    if (q >= m_kmax)
+    {
+        return q == m_kmax ? m_pmax : 1.0;
+    }
+    return m_pmax * static_cast<double>(q - m_kmin) / static_cast<double>(m_kmax - m_kmin);
+}
+
+int32_t
+FabricSwitch::SelectEgress(uint32_t src, uint32_t dst, uint16_t entropy) const
+{
+    PortRange r = m_router->Route(m_coord, dst);
+    if (r.count == 0)
+    {
+        return -1;
+    }
+    if (r.count == 1)
+    {
+        return IsRoutable(r.first) ? static_cast<int32_t>(r.first) : -1;
+    }
+    uint32_t salt = m_salt != 0 ? m_salt : static_cast<uint32_t>(Mix64(GetId()));
+    uint32_t h = EcmpHash(src, dst, entropy, salt);
+    if (m_unroutable.empty())
+    {
+        return static_cast<int32_t>(r.first + h % r.count);
+    }
+    // Some port has failed: hash over the live members only (rare path).
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < r.count; ++i)
+    {
+        live += IsRoutable(r.first + i) ? 1 : 0;
+    }
+    if (live == 0)
+    {
+        return -1;
+    }
+    uint32_t k = h % live;
+    for (uint32_t i = 0; i < r.count; ++i)
+    {
+        if (IsRoutable(r.first + i) && k-- == 0)
+        {
+            return static_cast<int32_t>(r.first + i);
+        }
+    }
+    return -1;
+}
+
+void
+FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
+{
+    int32_t e = SelectEgress(f.src, f.dst, f.entropy);
+    if (e < 0)
+    {
+        ++m_counters.dropNoRoute;
+        m_dropTrace(f.packet, static_cast<uint8_t>(FabricDropReason::NoRoute));
+        return;
+    }
+    FabricNetDevice* out = m_ports[e];
+    if (!out->IsLinkUp())
+    {
+        out->Enqueue(std::move(f)); // counted as a link-down drop by the port (black hole)
+        return;
+    }
+    // Shared buffer, dynamic threshold per egress queue.
+    uint64_t total = GetBufferBytes();
+    uint64_t queued = out->GetQueueBytes();
+    double threshold = m_alpha * static_cast<double>(total - m_bufferUsed);
+    if (m_bufferUsed + f.wireBytes > total ||
+        static_cast<double>(queued + f.wireBytes) > threshold)
+    {
+        ++m_counters.dropBuffer;
+        m_dropTrace(f.packet, static_cast<uint8_t>(FabricDropReason::BufferFull));
+        return;
+    }
+    if (m_ecnEnabled && f.ecn != ECN_NOT_ECT && f.ecn != ECN_CE && queued > m_kmin)
+    {
+        double p = MarkProbability(queued);
+        if (p >= 1.0 || m_rng.Uniform() < p)
+        {
+            f.ecn = ECN_CE;
+            ++m_counters.ecnMarked;
+            m_markTrace(f.packet);
+        }
+    }
+    f.ingress = static_cast<uint16_t>(port->GetIfIndex());
+    f.readyPs += m_latency.GetPicoSeconds(); // readyPs held the arrival time
+    m_bufferUsed += f.wireBytes;
+    if (m_bufferUsed > m_counters.maxBufferUsed)
+    {
+        m_counters.maxBufferUsed = m_bufferUsed;
+    }
+    ++m_counters.forwarded;
+    out->Enqueue(std::move(f));
+}
+
+void
+FabricSwitch::NotifyDequeue(FabricNetDevice* port, const FabricFrame& f)
+{
+    m_bufferUsed -= f.wireBytes;
+}
+
+void
+FabricSwitch::NotifyLinkChange(FabricNetDevice* port, bool up)
+{
+    Simulator::Schedule(m_convergence, &FabricSwitch::Converge, this, port->GetIfIndex());
+}
+
+void
+FabricSwitch::Converge(uint32_t i)
+{
+    bool up = m_ports[i]->IsLinkUp();
+    if (m_unroutable.empty())
+    {
+        if (up)
+        {
+            return;
+        }
+        m_unroutable.assign(m_ports.size(), false);
+    }
+    m_unroutable[i] = !up;
+    NS_LOG_INFO("switch " << GetId() << " port " << i << (up ? " rejoins" : " leaves")
+                          << " its ECMP groups");
+}
+
+} // namespace metaroce
+} // namespace ns3

@@ -1,0 +1,108 @@
+/*
+ * A commodity Ethernet switch as MetaRoCE assumes it: ECMP and ECN, nothing else.
+ * - Shared buffer with a per-egress dynamic threshold (Choudhury-Hahne): a frame is admitted
+ *   to an egress queue only while that queue holds less than Alpha x (free buffer).
+ * - Drop-tail when the buffer or the threshold is exceeded.
+ * - RED-style ECN marking of ECN-capable frames on enqueue: probability 0 below Kmin, rising
+ *   linearly to Pmax at Kmax, 1 above.
+ * - ECMP: hash of (source, destination, entropy, salt) over the live equal-cost next hops
+ *   that the shared FabricRouter returns; a failed port leaves the ECMP group only after
+ *   ConvergenceDelay (until then frames hashed onto it are lost).
+ * - Forwarding latency: a frame may leave no earlier than Latency after it arrived.
+ * PFC (lossless classes) hooks in at ReceiveFrame/NotifyDequeue through the ingress port
+ * carried in every frame.
+ */
+#ifndef METAROCE_FABRIC_SWITCH_H
+#define METAROCE_FABRIC_SWITCH_H
+
+#include "fabric-net-device.h"
+#include "fabric-random.h"
+#include "fabric-router.h"
+
+#include "ns3/node.h"
+#include "ns3/nstime.h"
+#include "ns3/traced-callback.h"
+
+#include <vector>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+class FabricSwitch : public Node, public FabricFrameReceiver
+{
+  public:
+    static TypeId GetTypeId();
+    FabricSwitch();
+    ~FabricSwitch() override;
+
+    /// Adds a port; returns its index (ports are numbered in the order they are added).
+    uint32_t AddPort(Ptr<FabricNetDevice> dev);
+    FabricNetDevice* GetPort(uint32_t i) const { return m_ports[i]; }
+    uint32_t GetNPorts() const { return static_cast<uint32_t>(m_ports.size()); }
+
+    void SetRouter(Ptr<FabricRouter> router, const SwitchCoord& coord);
+    const SwitchCoord& GetCoord() const { return m_coord; }
+    /// Seeds the ECN-marking random stream; returns the number of streams used.
+    int64_t AssignStreams(int64_t stream);
+
+    /// The egress port ECMP picks for a frame, or -1 when no live next hop exists.
+    int32_t SelectEgress(uint32_t src, uint32_t dst, uint16_t entropy) const;
+    /// Whether ECMP still hashes onto port i (false once a failure has converged).
+    bool IsRoutable(uint32_t i) const { return m_unroutable.empty() || !m_unroutable[i]; }
+    /// Probability that a frame finding `queuedBytes` in its egress queue is marked.
+    double MarkProbability(uint64_t queuedBytes) const;
+
+    uint64_t GetBufferBytes() const;
+    uint64_t GetBufferUsed() const { return m_bufferUsed; }
+
+    struct Counters
+    {
+        uint64_t forwarded{0};
+        uint64_t dropBuffer{0};
+        uint64_t dropNoRoute{0};
+        uint64_t ecnMarked{0};
+        uint64_t maxBufferUsed{0};
+    };
+
+    const Counters& GetCounters() const { return m_counters; }
+
+    // FabricFrameReceiver
+    void ReceiveFrame(FabricNetDevice* port, FabricFrame&& frame) override;
+    void NotifyDequeue(FabricNetDevice* port, const FabricFrame& frame) override;
+    void NotifyLinkChange(FabricNetDevice* port, bool up) override;
+
+    typedef void (*DropTracedCallback)(Ptr<const Packet> packet, uint8_t reason);
+
+  protected:
+    void DoDispose() override;
+
+  private:
+    void Converge(uint32_t port);
+
+    std::vector<FabricNetDevice*> m_ports; //!< owned through Node's device list
+    std::vector<bool> m_unroutable;        //!< allocated on the first failure only
+    Ptr<FabricRouter> m_router;
+    SwitchCoord m_coord;
+    uint64_t m_bufferPerPort{0};
+    uint64_t m_bufferBytes{0}; //!< explicit total; 0: BufferPerPort x ports
+    uint64_t m_bufferUsed{0};
+    double m_alpha{1.0};
+    uint64_t m_kmin{0};
+    uint64_t m_kmax{0};
+    double m_pmax{1.0};
+    Time m_latency;
+    Time m_convergence;
+    uint32_t m_salt{0};
+    bool m_ecnEnabled{true};
+    mutable FastRng m_rng;
+    Counters m_counters;
+    TracedCallback<Ptr<const Packet>, uint8_t> m_dropTrace;
+    TracedCallback<Ptr<const Packet>> m_markTrace;
+};
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif

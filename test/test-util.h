@@ -1,0 +1,75 @@
+// Small worlds for tests: a chain of hosts and switches wired by hand.
+#ifndef METAROCE_TEST_UTIL_H
+#define METAROCE_TEST_UTIL_H
+
+#include "model/fabric/fabric-channel.h"
+#include "model/fabric/fabric-net-device.h"
+
+#include "ns3/config.h"
+#include "ns3/rng-seed-manager.h"
+#include "ns3/simulator.h"
+
+#include <nlohmann/json.hpp>
+
+#include <vector>
+
+namespace ns3
+{
+namespace metaroce
+{
+namespace test
+{
+
+/// Resets global ns-3 state between test cases (Simulator and Config are process-wide).
+struct SimGuard
+{
+    explicit SimGuard(uint32_t run = 1)
+    {
+        RngSeedManager::SetSeed(1);
+        RngSeedManager::SetRun(run);
+    }
+
+    ~SimGuard()
+    {
+        Simulator::Destroy();
+        Config::Reset();
+    }
+};
+
+/// Records frames arriving at a port.
+class FrameLog : public FabricFrameReceiver
+{
+  public:
+    struct Entry
+    {
+        int64_t atPs;
+        FabricFrame frame;
+    };
+
+    void ReceiveFrame(FabricNetDevice* port, FabricFrame&& f) override
+    {
+        entries.push_back({Simulator::Now().GetPicoSeconds(), std::move(f)});
+    }
+
+    std::vector<Entry> entries;
+};
+
+/// A minimal fabric for tests: 2 tiers, radix k, `nics` NICs, `planes` planes.
+inline nlohmann::json
+SmallFpf(uint32_t nics, uint32_t planes, uint32_t radix)
+{
+    return {{"name", "test"},
+            {"kind", "fpf"},
+            {"nics", nics},
+            {"planes", planes},
+            {"switch_radix", radix},
+            {"nic_port_gbps", 100},
+            {"nic_link_delay_ns", 25},
+            {"fabric_link_delay_ns", 500}};
+}
+
+} // namespace test
+} // namespace metaroce
+} // namespace ns3
+
+#endif
