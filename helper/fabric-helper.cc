@@ -136,9 +136,8 @@ Fabric::Build()
     }
     m_tierBase.back() = static_cast<uint32_t>(m_switches.size());
 
-    auto port = [](Ptr<FabricSwitch> sw, uint32_t i) {
-        return Ptr<FabricNetDevice>(sw->GetPort(i));
-    };
+    auto port = [](Ptr<FabricSwitch> sw, uint32_t i)
+    { return Ptr<FabricNetDevice>(sw->GetPort(i)); };
     const double nicGbps = m_spec.nicPortGbps;
     const double fabGbps = m_spec.fabricLinkGbps;
     m_planeLinkStart.assign(g.planes + 1, 0);

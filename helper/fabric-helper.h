@@ -6,12 +6,11 @@
 #ifndef METAROCE_FABRIC_HELPER_H
 #define METAROCE_FABRIC_HELPER_H
 
-#include "topology-spec.h"
-
 #include "model/fabric/fabric-channel.h"
 #include "model/fabric/fabric-net-device.h"
 #include "model/fabric/fabric-router.h"
 #include "model/fabric/fabric-switch.h"
+#include "topology-spec.h"
 
 #include "ns3/node.h"
 
@@ -78,9 +77,7 @@ class Fabric
 
   private:
     void Build();
-    Ptr<FabricChannel> Connect(Ptr<FabricNetDevice> a,
-                               Ptr<FabricNetDevice> b,
-                               double gbps,
+    Ptr<FabricChannel> Connect(Ptr<FabricNetDevice> a, Ptr<FabricNetDevice> b, double gbps,
                                double delayNs);
 
     TopologySpec m_spec;

@@ -33,8 +33,7 @@ JsonReader::JsonReader(const nlohmann::json& j, std::string path)
 {
     if (!j.is_object())
     {
-        throw InputError((m_path.empty() ? std::string("(root)") : m_path) +
-                         ": must be an object");
+        throw InputError((m_path.empty() ? std::string("(root)") : m_path) + ": must be an object");
     }
 }
 
@@ -128,16 +127,14 @@ JsonReader::UInt(const std::string& key, uint64_t min, uint64_t max) const
     }
     if (!ok)
     {
-        Fail(key,
-             "must be a whole number in " + std::to_string(min) + ".." + std::to_string(max) +
-                 ", got " + Show(v));
+        Fail(key, "must be a whole number in " + std::to_string(min) + ".." + std::to_string(max) +
+                      ", got " + Show(v));
     }
     uint64_t x = v.is_number_float() ? static_cast<uint64_t>(v.get<double>()) : v.get<uint64_t>();
     if (x < min || x > max)
     {
-        Fail(key,
-             "must be a whole number in " + std::to_string(min) + ".." + std::to_string(max) +
-                 ", got " + Show(v));
+        Fail(key, "must be a whole number in " + std::to_string(min) + ".." + std::to_string(max) +
+                      ", got " + Show(v));
     }
     return x;
 }
@@ -224,8 +221,7 @@ JsonReader::Choice(const std::string& key, const std::vector<std::string>& choic
 }
 
 std::string
-JsonReader::Choice(const std::string& key,
-                   const std::string& def,
+JsonReader::Choice(const std::string& key, const std::string& def,
                    const std::vector<std::string>& choices) const
 {
     return Has(key) ? Choice(key, choices) : def;

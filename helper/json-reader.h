@@ -6,9 +6,8 @@
 #ifndef METAROCE_JSON_READER_H
 #define METAROCE_JSON_READER_H
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -54,8 +53,7 @@ class JsonReader
     std::string String(const std::string& key, const std::string& def) const;
     /// A string restricted to `choices`.
     std::string Choice(const std::string& key, const std::vector<std::string>& choices) const;
-    std::string Choice(const std::string& key,
-                       const std::string& def,
+    std::string Choice(const std::string& key, const std::string& def,
                        const std::vector<std::string>& choices) const;
 
     /// Throws for the first key that was never read.

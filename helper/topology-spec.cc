@@ -116,8 +116,8 @@ ParseTopology(const nlohmann::json& j, const std::string& path)
     }
     else
     {
-        g.u = std::max<uint32_t>(
-            1, static_cast<uint32_t>(std::ceil(g.d * t.nicPortGbps / (o * t.fabricLinkGbps) - 1e-9)));
+        g.u = std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(
+                                        g.d * t.nicPortGbps / (o * t.fabricLinkGbps) - 1e-9)));
     }
     if (g.d + g.u > k)
     {
@@ -156,10 +156,9 @@ ParseTopology(const nlohmann::json& j, const std::string& path)
     bool twoFits = spinePorts <= k;
     if (tiers == "2" && !twoFits)
     {
-        r.Fail("tiers",
-               "a 2-tier plane cannot hold " + std::to_string(g.nicsPerSite) +
-                   " NICs per site: its spines would need " + std::to_string(spinePorts) +
-                   " ports, more than switch_radix " + std::to_string(k));
+        r.Fail("tiers", "a 2-tier plane cannot hold " + std::to_string(g.nicsPerSite) +
+                            " NICs per site: its spines would need " + std::to_string(spinePorts) +
+                            " ports, more than switch_radix " + std::to_string(k));
     }
     g.tiers = (tiers == "3" || !twoFits) ? 3 : 2;
     if (g.tiers == 2)
@@ -179,9 +178,8 @@ ParseTopology(const nlohmann::json& j, const std::string& path)
     {
         if (t.sites > 1)
         {
-            r.Fail("sites",
-                   "scale-across joins 2-tier sites; " + std::to_string(g.nicsPerSite) +
-                       " NICs per site need 3 tiers at switch_radix " + std::to_string(k));
+            r.Fail("sites", "scale-across joins 2-tier sites; " + std::to_string(g.nicsPerSite) +
+                                " NICs per site need 3 tiers at switch_radix " + std::to_string(k));
         }
         if (r.Has("spines"))
         {
@@ -209,12 +207,11 @@ ParseTopology(const nlohmann::json& j, const std::string& path)
         g.P = CeilDiv(g.L, g.Lp);
         if (static_cast<uint64_t>(g.P) * g.m2 > k)
         {
-            r.Fail("nics",
-                   std::to_string(t.nics) + " NICs need " + std::to_string(g.P) +
-                       " pods, more than a core of switch_radix " + std::to_string(k) +
-                       " can join (at most " +
-                       std::to_string(static_cast<uint64_t>(k / g.m2) * g.Lp * g.d) +
-                       " NICs in 3 tiers)");
+            r.Fail("nics", std::to_string(t.nics) + " NICs need " + std::to_string(g.P) +
+                               " pods, more than a core of switch_radix " + std::to_string(k) +
+                               " can join (at most " +
+                               std::to_string(static_cast<uint64_t>(k / g.m2) * g.Lp * g.d) +
+                               " NICs in 3 tiers)");
         }
     }
     r.Finish();

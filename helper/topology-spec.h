@@ -8,7 +8,6 @@
 #include "model/fabric/clos-geometry.h"
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 

@@ -1,11 +1,9 @@
 // Links and ports: serialization and propagation time, FIFO order, byte accounting, loss.
-#include "test-util.h"
-
 #include "model/fabric/fabric-header.h"
 #include "model/fabric/raw-traffic.h"
+#include "test-util.h"
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 using namespace ns3;
@@ -144,7 +142,8 @@ TEST_CASE("a paused traffic class waits for resume and the pause is timed", "[fa
 
 TEST_CASE("random loss on a link is within statistical bounds and reproducible", "[fabric][loss]")
 {
-    auto run = [](uint32_t rngRun) {
+    auto run = [](uint32_t rngRun)
+    {
         SimGuard guard(rngRun);
         Wire w("100Gb/s", NanoSeconds(100));
         w.b->SetLossRate(0.01);
@@ -162,8 +161,8 @@ TEST_CASE("random loss on a link is within statistical bounds and reproducible",
     double mean = 1000.0;
     double sigma = std::sqrt(100000 * 0.01 * 0.99);
     CHECK(std::abs(static_cast<double>(lost) - mean) < 4 * sigma);
-    CHECK(run(1) == lost);       // same seed and run: same losses
-    CHECK(run(2) != lost);       // another run: another sample
+    CHECK(run(1) == lost); // same seed and run: same losses
+    CHECK(run(2) != lost); // another run: another sample
 }
 
 TEST_CASE("a failed link drops queued and in-flight frames and recovers", "[fabric][fault]")

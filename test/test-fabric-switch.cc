@@ -1,14 +1,12 @@
 // Switches: ECN marking, ECMP spreading, shared-buffer drop-tail, failure convergence.
-#include "test-util.h"
-
 #include "helper/fabric-helper.h"
 #include "model/fabric/raw-traffic.h"
+#include "test-util.h"
 
 #include "ns3/double.h"
 #include "ns3/uinteger.h"
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 using namespace ns3;

@@ -1,8 +1,7 @@
 // Topology files and builders: sizes, wiring consistent with routing, validation errors.
-#include "test-util.h"
-
 #include "helper/fabric-helper.h"
 #include "helper/json-reader.h"
+#include "test-util.h"
 
 #include <catch2/catch.hpp>
 
@@ -84,8 +83,7 @@ TEST_CASE("topology files build the expected fabrics", "[topology]")
         {"fpf-8plane-64", 64, 8, 2, 8 * 16, 8 * 128, 512 + 8 * (8 * 16 + 8 * 8)},
         {"fpf-8plane-1k", 1024, 8, 2, 8 * 260, 8 * 2048, 8192 + 8 * (4 * 512 + 256 * 4)},
         {"clos-64x400g", 64, 1, 2, 16, 128, 64 + 8 * 16 + 8 * 8},
-        {"scale-across-2site-150km", 32, 8, 2, 8 * 20, 8 * 80,
-         256 + 8 * 2 * (2 * 16 + 8 * 4)},
+        {"scale-across-2site-150km", 32, 8, 2, 8 * 20, 8 * 80, 256 + 8 * 2 * (2 * 16 + 8 * 4)},
     };
     for (const auto& c : cases)
     {
@@ -190,11 +188,21 @@ TEST_CASE("bad topologies are rejected with the key named", "[topology][input]")
         {[](auto& j) { j["kind"] = "clos"; }, "topology.planes: a \"clos\" fabric has one plane"},
         {[](auto& j) { j["sites"] = 2; }, "topology.scale_across: missing"},
         {[](auto& j) { j["sites"] = 3; }, "topology.nics: must be a multiple of sites"},
-        {[](auto& j) { j["switch"] = {{"ecn_pmax", 2}}; }, "topology.switch.ecn_pmax"},
-        {[](auto& j) { j["switch"] = {{"ecn_kmin_bytes", 9}, {"ecn_kmax_bytes", 1}}; },
+        {[](auto& j) {
+             j["switch"] = {{"ecn_pmax", 2}};
+         },
+         "topology.switch.ecn_pmax"},
+        {[](auto& j) {
+             j["switch"] = {{"ecn_kmin_bytes", 9}, {"ecn_kmax_bytes", 1}};
+         },
          "topology.switch.ecn_kmin_bytes: must not exceed"},
-        {[](auto& j) { j["switch"] = {{"buffr", 1}}; }, "topology.switch.buffr: unknown key"},
-        {[](auto& j) { j["scale_across"] = {{"distance_km", 1}}; },
+        {[](auto& j) {
+             j["switch"] = {{"buffr", 1}};
+         },
+         "topology.switch.buffr: unknown key"},
+        {[](auto& j) {
+             j["scale_across"] = {{"distance_km", 1}};
+         },
          "topology.scale_across: needs sites > 1"},
     };
     for (const auto& b : bads)

@@ -10,7 +10,6 @@
 #include "ns3/simulator.h"
 
 #include <nlohmann/json.hpp>
-
 #include <vector>
 
 namespace ns3

@@ -21,8 +21,7 @@ FabricChannel::GetTypeId()
             .SetParent<Channel>()
             .SetGroupName("MetaRoce")
             .AddConstructor<FabricChannel>()
-            .AddAttribute("Delay",
-                          "One-way propagation delay of the link.",
+            .AddAttribute("Delay", "One-way propagation delay of the link.",
                           TimeValue(NanoSeconds(0)),
                           MakeTimeAccessor(&FabricChannel::SetDelay, &FabricChannel::GetDelay),
                           MakeTimeChecker(Time(0)));
@@ -76,10 +75,7 @@ FabricChannel::Transmit(const FabricNetDevice* from, FabricFrame&& frame, int64_
     {
         Simulator::ScheduleWithContext(m_dev[1 - d]->GetNode()->GetId(),
                                        PicoSeconds(arrive - Simulator::Now().GetPicoSeconds()),
-                                       &FabricChannel::Deliver,
-                                       this,
-                                       d,
-                                       m_epoch);
+                                       &FabricChannel::Deliver, this, d, m_epoch);
     }
 }
 
@@ -101,10 +97,7 @@ FabricChannel::Deliver(uint32_t d, uint32_t epoch)
     }
     if (!q.Empty())
     {
-        Simulator::Schedule(PicoSeconds(q.Front().readyPs - now),
-                            &FabricChannel::Deliver,
-                            this,
-                            d,
+        Simulator::Schedule(PicoSeconds(q.Front().readyPs - now), &FabricChannel::Deliver, this, d,
                             epoch);
     }
 }

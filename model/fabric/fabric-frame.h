@@ -42,10 +42,10 @@ enum EcnCodepoint : uint8_t
 /// One frame in flight or queued. Kept small: it is copied through every queue and link.
 struct FabricFrame
 {
-    Ptr<Packet> packet; //!< transport headers and payload
-    int64_t readyPs{0}; //!< on a link: arrival time; in a switch: earliest departure (ps)
-    uint32_t src{0};    //!< source NIC id (IPv4 source address)
-    uint32_t dst{0};    //!< destination NIC id (IPv4 destination address)
+    Ptr<Packet> packet;       //!< transport headers and payload
+    int64_t readyPs{0};       //!< on a link: arrival time; in a switch: earliest departure (ps)
+    uint32_t src{0};          //!< source NIC id (IPv4 source address)
+    uint32_t dst{0};          //!< destination NIC id (IPv4 destination address)
     uint32_t wireBytes{0};    //!< bytes this frame occupies on the wire, overhead included
     uint16_t entropy{0};      //!< UDP source port: what ECMP hashes besides the addresses
     uint16_t ingress{0xffff}; //!< ingress port index inside a switch (PFC accounting)
@@ -53,8 +53,8 @@ struct FabricFrame
     uint8_t tc{0};            //!< traffic class (from DSCP), 0..7: selects queue and PFC priority
 
     /// Builds a frame around a packet and computes its wire size.
-    static FabricFrame Make(Ptr<Packet> p, uint32_t src, uint32_t dst, uint16_t entropy,
-                            uint8_t tc, uint8_t ecn)
+    static FabricFrame Make(Ptr<Packet> p, uint32_t src, uint32_t dst, uint16_t entropy, uint8_t tc,
+                            uint8_t ecn)
     {
         FabricFrame f;
         f.packet = std::move(p);

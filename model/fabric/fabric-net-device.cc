@@ -27,37 +27,30 @@ FabricNetDevice::GetTypeId()
             .SetParent<NetDevice>()
             .SetGroupName("MetaRoce")
             .AddConstructor<FabricNetDevice>()
-            .AddAttribute("DataRate",
-                          "Line rate of the port.",
-                          DataRateValue(DataRate("100Gb/s")),
-                          MakeDataRateAccessor(&FabricNetDevice::SetDataRate,
-                                               &FabricNetDevice::GetDataRate),
-                          MakeDataRateChecker())
-            .AddAttribute("LossRate",
-                          "Probability that a frame arriving at this port is lost (random loss "
-                          "on the link into it), 0..1.",
-                          DoubleValue(0.0),
-                          MakeDoubleAccessor(&FabricNetDevice::SetLossRate,
-                                             &FabricNetDevice::GetLossRate),
-                          MakeDoubleChecker<double>(0.0, 1.0))
+            .AddAttribute(
+                "DataRate", "Line rate of the port.", DataRateValue(DataRate("100Gb/s")),
+                MakeDataRateAccessor(&FabricNetDevice::SetDataRate, &FabricNetDevice::GetDataRate),
+                MakeDataRateChecker())
+            .AddAttribute(
+                "LossRate",
+                "Probability that a frame arriving at this port is lost (random loss "
+                "on the link into it), 0..1.",
+                DoubleValue(0.0),
+                MakeDoubleAccessor(&FabricNetDevice::SetLossRate, &FabricNetDevice::GetLossRate),
+                MakeDoubleChecker<double>(0.0, 1.0))
             .AddAttribute("ControlTrafficClass",
                           "Frames of this traffic class or higher use the strict-priority "
                           "control queue and are never paused (ACK, NAK, CNP). Assumption: 6, "
                           "as in common RoCE deployments that put CNPs on TC6.",
-                          UintegerValue(6),
-                          MakeUintegerAccessor(&FabricNetDevice::m_controlTc),
+                          UintegerValue(6), MakeUintegerAccessor(&FabricNetDevice::m_controlTc),
                           MakeUintegerChecker<uint8_t>(1, 7))
-            .AddAttribute("Mtu",
-                          "IP MTU in bytes (informational; frames are built by the NICs).",
-                          UintegerValue(9000),
-                          MakeUintegerAccessor(&FabricNetDevice::m_mtu),
+            .AddAttribute("Mtu", "IP MTU in bytes (informational; frames are built by the NICs).",
+                          UintegerValue(9000), MakeUintegerAccessor(&FabricNetDevice::m_mtu),
                           MakeUintegerChecker<uint16_t>(64))
-            .AddTraceSource("Drop",
-                            "A frame was dropped by the port (reason: FabricDropReason).",
+            .AddTraceSource("Drop", "A frame was dropped by the port (reason: FabricDropReason).",
                             MakeTraceSourceAccessor(&FabricNetDevice::m_dropTrace),
                             "ns3::metaroce::FabricNetDevice::DropTracedCallback")
-            .AddTraceSource("PhyTxBegin",
-                            "A frame started transmission.",
+            .AddTraceSource("PhyTxBegin", "A frame started transmission.",
                             MakeTraceSourceAccessor(&FabricNetDevice::m_txBeginTrace),
                             "ns3::Packet::TracedCallback");
     return tid;
@@ -172,8 +165,7 @@ FabricNetDevice::TryTransmit()
     {
         // Forwarding latency of the switch not yet elapsed: start later, still one event.
         m_txEvent = Simulator::Schedule(PicoSeconds(q->Front().readyPs - now),
-                                        &FabricNetDevice::TryTransmit,
-                                        this);
+                                        &FabricNetDevice::TryTransmit, this);
         return;
     }
     uint32_t qi = static_cast<uint32_t>(q - m_queue);
@@ -403,9 +395,7 @@ FabricNetDevice::Send(Ptr<Packet> packet, const Address& dest, uint16_t protocol
 }
 
 bool
-FabricNetDevice::SendFrom(Ptr<Packet> packet,
-                          const Address& source,
-                          const Address& dest,
+FabricNetDevice::SendFrom(Ptr<Packet> packet, const Address& source, const Address& dest,
                           uint16_t protocolNumber)
 {
     return Send(packet, dest, protocolNumber);

@@ -127,9 +127,7 @@ class FabricNetDevice : public NetDevice
     bool IsBridge() const override;
     bool IsPointToPoint() const override;
     bool Send(Ptr<Packet> packet, const Address& dest, uint16_t protocolNumber) override;
-    bool SendFrom(Ptr<Packet> packet,
-                  const Address& source,
-                  const Address& dest,
+    bool SendFrom(Ptr<Packet> packet, const Address& source, const Address& dest,
                   uint16_t protocolNumber) override;
     Ptr<Node> GetNode() const override;
     void SetNode(Ptr<Node> node) override;
@@ -151,11 +149,11 @@ class FabricNetDevice : public NetDevice
     Ptr<Node> m_node;
     Ptr<FabricChannel> m_channel;
     FabricFrameReceiver* m_receiver{nullptr};
-    FrameRing m_queue[2];        //!< [0] control, strict priority; [1] data
+    FrameRing m_queue[2]; //!< [0] control, strict priority; [1] data
     uint64_t m_queueBytes[2]{0, 0};
     DataRate m_rate;
-    uint64_t m_psPerByteNum{0};  //!< 8e12 (ps*bit/s per byte)
-    EventId m_txEvent;           //!< transmission end, or a deferred start
+    uint64_t m_psPerByteNum{0}; //!< 8e12 (ps*bit/s per byte)
+    EventId m_txEvent;          //!< transmission end, or a deferred start
     double m_lossRate{0};
     FastRng m_rng;
     int64_t m_pauseStartPs{0};

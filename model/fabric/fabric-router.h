@@ -29,7 +29,10 @@ class ClosRouter : public FabricRouter
   public:
     static TypeId GetTypeId();
     ClosRouter() = default;
-    explicit ClosRouter(const ClosGeometry& g) : m_geometry(g) {}
+    explicit ClosRouter(const ClosGeometry& g)
+        : m_geometry(g)
+    {
+    }
     PortRange Route(const SwitchCoord& at, uint32_t dst) const override;
     const ClosGeometry& GetGeometry() const { return m_geometry; }
 

@@ -32,65 +32,52 @@ FabricSwitch::GetTypeId()
                           MakeUintegerChecker<uint64_t>())
             .AddAttribute("BufferBytes",
                           "Total shared buffer in bytes; 0 derives it from BufferPerPort.",
-                          UintegerValue(0),
-                          MakeUintegerAccessor(&FabricSwitch::m_bufferBytes),
+                          UintegerValue(0), MakeUintegerAccessor(&FabricSwitch::m_bufferBytes),
                           MakeUintegerChecker<uint64_t>())
             .AddAttribute("Alpha",
                           "Dynamic-threshold factor: an egress queue may hold at most Alpha x "
                           "the free shared buffer. Assumption: 1.",
-                          DoubleValue(1.0),
-                          MakeDoubleAccessor(&FabricSwitch::m_alpha),
+                          DoubleValue(1.0), MakeDoubleAccessor(&FabricSwitch::m_alpha),
                           MakeDoubleChecker<double>(1.0 / 1024, 1024))
-            .AddAttribute("EcnEnabled",
-                          "Mark ECN-capable frames (else ECN bits pass unchanged).",
-                          BooleanValue(true),
-                          MakeBooleanAccessor(&FabricSwitch::m_ecnEnabled),
+            .AddAttribute("EcnEnabled", "Mark ECN-capable frames (else ECN bits pass unchanged).",
+                          BooleanValue(true), MakeBooleanAccessor(&FabricSwitch::m_ecnEnabled),
                           MakeBooleanChecker())
             .AddAttribute("EcnKmin",
                           "Egress queue depth (bytes) above which marking starts. Assumption: "
                           "20,000 B = 0.2 x the bandwidth-delay product of a 100G port at 8 us "
                           "(the UET reference model's rule; a low threshold suits a lossy "
                           "fabric).",
-                          UintegerValue(20000),
-                          MakeUintegerAccessor(&FabricSwitch::m_kmin),
+                          UintegerValue(20000), MakeUintegerAccessor(&FabricSwitch::m_kmin),
                           MakeUintegerChecker<uint64_t>())
             .AddAttribute("EcnKmax",
                           "Egress queue depth (bytes) at which the marking probability reaches "
                           "Pmax; above it every ECN-capable frame is marked. Assumption: "
                           "80,000 B = 0.8 x BDP, as for EcnKmin.",
-                          UintegerValue(80000),
-                          MakeUintegerAccessor(&FabricSwitch::m_kmax),
+                          UintegerValue(80000), MakeUintegerAccessor(&FabricSwitch::m_kmax),
                           MakeUintegerChecker<uint64_t>())
             .AddAttribute("EcnPmax",
                           "Marking probability at Kmax. Assumption: 1 (a linear ramp from "
                           "Kmin to Kmax).",
-                          DoubleValue(1.0),
-                          MakeDoubleAccessor(&FabricSwitch::m_pmax),
+                          DoubleValue(1.0), MakeDoubleAccessor(&FabricSwitch::m_pmax),
                           MakeDoubleChecker<double>(0.0, 1.0))
             .AddAttribute("Latency",
                           "Port-to-port forwarding latency added to every frame. Assumption: "
                           "600 ns, the low end of quoted Tomahawk-5 figures.",
-                          TimeValue(NanoSeconds(600)),
-                          MakeTimeAccessor(&FabricSwitch::m_latency),
+                          TimeValue(NanoSeconds(600)), MakeTimeAccessor(&FabricSwitch::m_latency),
                           MakeTimeChecker(Time(0)))
             .AddAttribute("ConvergenceDelay",
                           "Time from a port's link failure (or recovery) until ECMP stops (or "
                           "resumes) hashing onto it. Assumption: 1 ms, a local hardware ECMP "
                           "group update.",
                           TimeValue(MilliSeconds(1)),
-                          MakeTimeAccessor(&FabricSwitch::m_convergence),
-                          MakeTimeChecker(Time(0)))
-            .AddAttribute("EcmpSalt",
-                          "Per-switch ECMP hash seed; 0 derives one from the node id.",
-                          UintegerValue(0),
-                          MakeUintegerAccessor(&FabricSwitch::m_salt),
+                          MakeTimeAccessor(&FabricSwitch::m_convergence), MakeTimeChecker(Time(0)))
+            .AddAttribute("EcmpSalt", "Per-switch ECMP hash seed; 0 derives one from the node id.",
+                          UintegerValue(0), MakeUintegerAccessor(&FabricSwitch::m_salt),
                           MakeUintegerChecker<uint32_t>())
-            .AddTraceSource("Drop",
-                            "A frame was dropped by the switch (reason: FabricDropReason).",
+            .AddTraceSource("Drop", "A frame was dropped by the switch (reason: FabricDropReason).",
                             MakeTraceSourceAccessor(&FabricSwitch::m_dropTrace),
                             "ns3::metaroce::FabricSwitch::DropTracedCallback")
-            .AddTraceSource("EcnMark",
-                            "A frame was ECN-marked (CE).",
+            .AddTraceSource("EcnMark", "A frame was ECN-marked (CE).",
                             MakeTraceSourceAccessor(&FabricSwitch::m_markTrace),
                             "ns3::Packet::TracedCallback");
     return tid;
@@ -210,8 +197,7 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
     uint64_t total = GetBufferBytes();
     uint64_t queued = out->GetQueueBytes();
     double threshold = m_alpha * static_cast<double>(total - m_bufferUsed);
-    if (m_bufferUsed + f.wireBytes > total ||
-        static_cast<double>(queued + f.wireBytes) > threshold)
+    if (m_bufferUsed + f.wireBytes > total || static_cast<double>(queued + f.wireBytes) > threshold)
     {
         ++m_counters.dropBuffer;
         m_dropTrace(f.packet, static_cast<uint8_t>(FabricDropReason::BufferFull));

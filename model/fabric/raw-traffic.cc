@@ -94,14 +94,14 @@ RawTrafficEndpoint::AddFlow(const FlowSpec& spec)
     f.spec = spec;
     f.id = (m_nic << 12) | static_cast<uint32_t>(m_flows.size());
     // Inter-packet gap so that the wire rate (overheads included) equals spec.rate.
-    uint32_t wire = FabricFrame::Make(Create<Packet>(spec.payloadBytes + 16), 0, 0, 0, 0, 0)
-                        .wireBytes;
+    uint32_t wire =
+        FabricFrame::Make(Create<Packet>(spec.payloadBytes + 16), 0, 0, 0, 0, 0).wireBytes;
     f.gapPs = static_cast<int64_t>(static_cast<unsigned __int128>(wire) * 8000000000000ULL /
                                    spec.rate.GetBitRate());
     m_flows.push_back(f);
     uint32_t idx = static_cast<uint32_t>(m_flows.size() - 1);
-    Simulator::ScheduleWithContext(m_host->GetId(), spec.start, &RawTrafficEndpoint::SendNext,
-                                   this, idx);
+    Simulator::ScheduleWithContext(m_host->GetId(), spec.start, &RawTrafficEndpoint::SendNext, this,
+                                   idx);
     return f.id;
 }
 
@@ -121,8 +121,7 @@ RawTrafficEndpoint::SendNext(uint32_t i)
     Ptr<Packet> p = Create<Packet>(f.spec.payloadBytes);
     p->AddHeader(h);
     ++m_sent;
-    m_ports[f.spec.port]->Enqueue(FabricFrame::Make(p, m_nic, f.spec.dst, f.spec.entropy,
-                                                    f.spec.tc,
+    m_ports[f.spec.port]->Enqueue(FabricFrame::Make(p, m_nic, f.spec.dst, f.spec.entropy, f.spec.tc,
                                                     f.spec.ecnCapable ? ECN_ECT0 : ECN_NOT_ECT));
     Simulator::Schedule(PicoSeconds(f.gapPs), &RawTrafficEndpoint::SendNext, this, i);
 }

@@ -50,12 +50,12 @@ class RawTrafficEndpoint : public Object, public FabricFrameReceiver
     struct FlowSpec
     {
         uint32_t dst{0};
-        uint32_t port{0};            //!< host port (= plane) to send on
+        uint32_t port{0}; //!< host port (= plane) to send on
         uint16_t entropy{0};
         uint32_t payloadBytes{4096};
         DataRate rate{"100Gb/s"};
         Time start{0};
-        Time stop{0};                //!< exclusive; packets start before it
+        Time stop{0}; //!< exclusive; packets start before it
         uint8_t tc{3};
         bool ecnCapable{true};
     };

@@ -1,0 +1,36 @@
+/*
+ * Runs one resolved scenario variant: builds the fabric, installs the workload, schedules
+ * the faults, runs, and returns a record of metrics (units in names) and counters.
+ */
+#ifndef METAROCE_SCENARIO_RUNNER_H
+#define METAROCE_SCENARIO_RUNNER_H
+
+#include "progress-reporter.h"
+#include "scenario.h"
+
+#include <nlohmann/json.hpp>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+struct RunRecord
+{
+    std::string scenario;
+    std::string variant;
+    nlohmann::json parameters; //!< the resolved scenario of this run
+    nlohmann::json metrics;    //!< deterministic results
+    nlohmann::json counters;   //!< deterministic counts
+    nlohmann::json cost;       //!< wall time, events, memory: vary between runs and machines
+};
+
+RunRecord RunScenario(const RunSpec& spec, ProgressReporter& progress);
+
+/// Peak resident set of this process so far, in bytes.
+uint64_t PeakRssBytes();
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif

@@ -1,0 +1,357 @@
+#include "scenario.h"
+
+#include "json-reader.h"
+
+#include <filesystem>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+namespace
+{
+std::vector<std::string>
+SplitPath(const std::string& path)
+{
+    std::vector<std::string> parts;
+    std::string cur;
+    for (char c : path)
+    {
+        if (c == '.')
+        {
+            parts.push_back(cur);
+            cur.clear();
+        }
+        else
+        {
+            cur += c;
+        }
+    }
+    parts.push_back(cur);
+    return parts;
+}
+
+void
+SetPath(nlohmann::json& j, const std::string& path, const nlohmann::json& value,
+        const std::string& origin)
+{
+    auto parts = SplitPath(path);
+    nlohmann::json* at = &j;
+    std::string walked;
+    for (std::size_t i = 0; i < parts.size(); ++i)
+    {
+        const std::string& p = parts[i];
+        if (p.empty())
+        {
+            throw InputError(origin + " " + path + ": empty key in path");
+        }
+        walked += (walked.empty() ? "" : ".") + p;
+        bool last = i + 1 == parts.size();
+        if (at->is_array())
+        {
+            std::size_t idx = 0;
+            try
+            {
+                std::size_t used = 0;
+                idx = std::stoul(p, &used);
+                if (used != p.size())
+                {
+                    throw std::invalid_argument(p);
+                }
+            }
+            catch (const std::exception&)
+            {
+                throw InputError(origin + " " + walked + ": an array index must be a number");
+            }
+            if (idx >= at->size())
+            {
+                throw InputError(origin + " " + walked + ": index out of range (size " +
+                                 std::to_string(at->size()) + ")");
+            }
+            at = &(*at)[idx];
+        }
+        else if (at->is_object())
+        {
+            if (!last && !at->contains(p))
+            {
+                (*at)[p] = nlohmann::json::object();
+            }
+            at = &(*at)[p];
+        }
+        else
+        {
+            throw InputError(origin + " " + walked + ": cannot set a key inside a " +
+                             std::string(at->type_name()));
+        }
+        if (last)
+        {
+            *at = value;
+        }
+    }
+}
+
+std::string
+ResolveFile(const std::string& name, const std::string& scenarioFile)
+{
+    namespace fs = std::filesystem;
+    if (fs::exists(name))
+    {
+        return name;
+    }
+    fs::path dir = fs::path(scenarioFile).parent_path();
+    for (const fs::path& base : {dir, dir / ".."})
+    {
+        fs::path p = base / name;
+        if (fs::exists(p))
+        {
+            return p.string();
+        }
+    }
+    return name; // the error names it
+}
+
+RawWorkloadSpec
+ParseRaw(const JsonReader& w, const TopologySpec& topo)
+{
+    RawWorkloadSpec r;
+    r.pattern = w.Choice("pattern", {"permutation", "pairs", "incast"});
+    if (w.Has("planes"))
+    {
+        const auto& arr = w.Raw("planes");
+        if (!arr.is_array() || arr.empty())
+        {
+            w.Fail("planes", "must be a non-empty array of plane numbers");
+        }
+        for (const auto& v : arr)
+        {
+            if (!v.is_number_unsigned() || v.get<uint32_t>() >= topo.planes)
+            {
+                w.Fail("planes", "each plane must be a whole number below " +
+                                     std::to_string(topo.planes) + ", got " + v.dump());
+            }
+            r.planes.push_back(v.get<uint32_t>());
+        }
+    }
+    else
+    {
+        for (uint32_t p = 0; p < topo.planes; ++p)
+        {
+            r.planes.push_back(p);
+        }
+    }
+    r.entropiesPerFlow = static_cast<uint32_t>(w.UInt("entropies_per_flow", 1, 1, 4096));
+    r.payloadBytes = static_cast<uint32_t>(w.UInt("payload_bytes", 4096, 1, 9000));
+    r.rateGbps = w.Number("rate_gbps", topo.nicPortGbps, 1e-6, topo.nicPortGbps);
+    if (r.pattern == "incast")
+    {
+        r.incastTarget = static_cast<uint32_t>(w.UInt("target", 0, 0, topo.nics - 1));
+        r.senders = static_cast<uint32_t>(w.UInt("senders", topo.nics - 1, 1, topo.nics - 1));
+    }
+    if ((r.pattern == "permutation" || r.pattern == "pairs") && topo.nics < 2)
+    {
+        w.Fail("pattern", "needs at least 2 NICs");
+    }
+    w.Finish();
+    return r;
+}
+
+std::vector<FaultSpec>
+ParseFaults(const JsonReader& r, const TopologySpec& topo, double durationUs)
+{
+    std::vector<FaultSpec> out;
+    for (const auto& f : r.Array("faults"))
+    {
+        FaultSpec s;
+        s.kind = f.Choice("kind", {"plane_down", "link_down", "loss"});
+        if (s.kind == "loss")
+        {
+            s.rate = f.Number("rate", 0.0, 1.0);
+            s.allPlanes = !f.Has("plane");
+            if (!s.allPlanes)
+            {
+                s.plane = static_cast<uint32_t>(f.UInt("plane", 0, topo.planes - 1));
+            }
+        }
+        else
+        {
+            s.plane = static_cast<uint32_t>(f.UInt("plane", 0, topo.planes - 1));
+            if (s.kind == "link_down")
+            {
+                s.nic = static_cast<uint32_t>(f.UInt("nic", 0, topo.nics - 1));
+            }
+            s.atUs = f.Number("at_us", 0.0, 1e12);
+            s.untilUs = f.Number("until_us", -1.0, 0.0, 1e12);
+            if (f.Has("until_us") && s.untilUs <= s.atUs)
+            {
+                f.Fail("until_us", "must be later than at_us");
+            }
+        }
+        f.Finish();
+        out.push_back(s);
+    }
+    return out;
+}
+
+RunSpec
+ParseRun(const nlohmann::json& j, const std::string& variant)
+{
+    JsonReader r(j, "");
+    RunSpec run;
+    run.variant = variant;
+    run.scenario = r.String("name");
+    r.String("description", "");
+    run.seed = r.UInt("seed", 1, 1, (1ULL << 53));
+    run.durationUs = r.Number("duration_us", 1e-3, 1e12);
+    run.topology = ParseTopology(r.Raw("topology"), "topology");
+    JsonReader w = r.Object("workload");
+    std::string kind = w.Choice("kind", {"raw"});
+    run.raw = ParseRaw(w, run.topology);
+    if (r.Has("faults"))
+    {
+        run.faults = ParseFaults(r, run.topology, run.durationUs);
+    }
+    run.table = {"offered_goodput_gbps",
+                 "delivered_goodput_gbps",
+                 "delivery_ratio",
+                 "drops_buffer",
+                 "ecn_marks",
+                 "max_latency_us"};
+    if (r.Has("outputs"))
+    {
+        JsonReader o = r.Object("outputs");
+        if (o.Has("table"))
+        {
+            const auto& t = o.Raw("table");
+            if (!t.is_array() || t.empty())
+            {
+                o.Fail("table", "must be a non-empty array of metric or counter names");
+            }
+            run.table.clear();
+            for (const auto& c : t)
+            {
+                if (!c.is_string())
+                {
+                    o.Fail("table", "must hold column names (strings), got " + c.dump());
+                }
+                run.table.push_back(c.get<std::string>());
+            }
+        }
+        o.Finish();
+    }
+    if (r.Has("variants"))
+    {
+        r.Raw("variants"); // validated by LoadScenario
+    }
+    r.Finish();
+    run.resolved = j;
+    run.resolved.erase("variants");
+    return run;
+}
+} // namespace
+
+void
+ApplySet(nlohmann::json& j, const std::string& assignment, const std::string& origin)
+{
+    auto eq = assignment.find('=');
+    if (eq == std::string::npos || eq == 0)
+    {
+        throw InputError(origin + " '" + assignment + "': expected key.path=value");
+    }
+    std::string path = assignment.substr(0, eq);
+    std::string text = assignment.substr(eq + 1);
+    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    if (value.is_discarded())
+    {
+        value = text; // a bare word is a string
+    }
+    SetPath(j, path, value, origin);
+}
+
+Scenario
+LoadScenario(const std::string& file, const std::vector<std::string>& sets)
+{
+    nlohmann::json j = ReadJsonFile(file, "scenario");
+    if (!j.is_object())
+    {
+        throw InputError(file + ": the scenario must be a JSON object");
+    }
+    try
+    {
+        if (j.contains("topology") && j["topology"].is_string())
+        {
+            std::string t = ResolveFile(j["topology"].get<std::string>(), file);
+            try
+            {
+                j["topology"] = ReadJsonFile(t, "topology");
+            }
+            catch (const InputError& e)
+            {
+                throw InputError(std::string("topology: ") + e.what());
+            }
+        }
+        for (const auto& s : sets)
+        {
+            ApplySet(j, s, "--set");
+        }
+        Scenario sc;
+        JsonReader root(j, "");
+        sc.name = root.String("name");
+        sc.description = root.String("description", "");
+        std::vector<std::pair<std::string, nlohmann::json>> variants;
+        if (j.contains("variants"))
+        {
+            for (const auto& v : root.Array("variants"))
+            {
+                std::string name = v.String("name");
+                nlohmann::json copy = j;
+                copy.erase("variants");
+                if (v.Has("set"))
+                {
+                    const auto& set = v.Raw("set");
+                    if (!set.is_object())
+                    {
+                        v.Fail("set", "must be an object of key.path: value");
+                    }
+                    for (auto it = set.begin(); it != set.end(); ++it)
+                    {
+                        SetPath(copy, it.key(), it.value(), v.KeyPath("set"));
+                    }
+                }
+                v.Finish();
+                variants.emplace_back(name, copy);
+            }
+            if (variants.empty())
+            {
+                root.Fail("variants", "must list at least one variant");
+            }
+        }
+        else
+        {
+            variants.emplace_back("default", j);
+        }
+        for (auto& [name, vj] : variants)
+        {
+            try
+            {
+                sc.runs.push_back(ParseRun(vj, name));
+            }
+            catch (const InputError& e)
+            {
+                if (variants.size() > 1)
+                {
+                    throw InputError(std::string("variant '") + name + "': " + e.what());
+                }
+                throw;
+            }
+        }
+        return sc;
+    }
+    catch (const InputError& e)
+    {
+        throw InputError(file + ": " + e.what());
+    }
+}
+
+} // namespace metaroce
+} // namespace ns3

@@ -1,0 +1,73 @@
+/*
+ * A scenario file: a topology, a workload, faults, a seed and variants to compare, each
+ * variant a set of overrides on the same file. Everything is validated before anything
+ * runs; errors name the key path and are InputErrors (exit status 2).
+ */
+#ifndef METAROCE_SCENARIO_H
+#define METAROCE_SCENARIO_H
+
+#include "topology-spec.h"
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+/// Raw fabric traffic (no transport): constant-rate flows of fixed-size frames.
+struct RawWorkloadSpec
+{
+    std::string pattern;          //!< "permutation", "pairs", "incast"
+    std::vector<uint32_t> planes; //!< planes to send on (default: all)
+    uint32_t entropiesPerFlow{1};
+    uint32_t payloadBytes{4096};
+    double rateGbps{0}; //!< per NIC port, wire rate; 0: the port's line rate
+    uint32_t incastTarget{0};
+    uint32_t senders{0}; //!< incast: how many NICs send (0: all others)
+};
+
+struct FaultSpec
+{
+    std::string kind; //!< "plane_down", "link_down", "loss"
+    uint32_t plane{0};
+    uint32_t nic{0};
+    double atUs{0};
+    double untilUs{-1}; //!< < 0: stays down
+    double rate{0};
+    bool allPlanes{true};
+};
+
+/// One fully resolved run of a scenario.
+struct RunSpec
+{
+    std::string scenario;
+    std::string variant;
+    uint64_t seed{1};
+    double durationUs{0};
+    TopologySpec topology;
+    RawWorkloadSpec raw;
+    std::vector<FaultSpec> faults;
+    std::vector<std::string> table; //!< columns of the printed table
+    nlohmann::json resolved;        //!< the scenario JSON of this variant, topology inlined
+};
+
+struct Scenario
+{
+    std::string name;
+    std::string description;
+    std::vector<RunSpec> runs; //!< one per variant, in file order
+};
+
+/// Applies "a.b.c=value" (value parsed as JSON, else taken as a string) to j.
+void ApplySet(nlohmann::json& j, const std::string& assignment, const std::string& origin);
+
+/// Loads, overrides (--set), inlines the topology and validates every variant.
+Scenario LoadScenario(const std::string& file, const std::vector<std::string>& sets);
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif

@@ -1,1 +1,0 @@
-import sys; sys.exit(0)

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""End-to-end checks of metaroce-sim's command line: bad input gives exit status 2, a
+one-line message naming the key, and no output file; good input is deterministic.
+
+usage: cli_test.py METAROCE_SIM REPO_ROOT
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SIM, ROOT = sys.argv[1], sys.argv[2]
+SCENARIO = os.path.join(ROOT, "scenarios", "fabric-ecmp-collisions.json")
+failures = []
+
+
+def run(args, cwd=ROOT):
+    return subprocess.run([SIM] + args, cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def write(tmp, name, obj):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        f.write(obj if isinstance(obj, str) else json.dumps(obj))
+    return path
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+with open(SCENARIO) as f:
+    base = json.load(f)
+
+with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "out.json")
+
+    def mutated(fn):
+        j = json.loads(json.dumps(base))
+        fn(j)
+        return write(tmp, "bad.json", j)
+
+    # (arguments, text the one-line error must contain)
+    bad = [
+        (lambda: [mutated(lambda j: j.update(duration_us=-5))], "duration_us"),
+        (lambda: [mutated(lambda j: j.update(durations_us=5))], "durations_us: unknown key"),
+        (lambda: [mutated(lambda j: (j.pop("workload"), j.pop("variants")))],
+         "workload: missing"),
+        (lambda: [mutated(lambda j: j["workload"].update(kind="bogus"))], "workload.kind"),
+        (lambda: [mutated(lambda j: j["workload"].update(pattern=3))], "workload.pattern"),
+        (lambda: [mutated(lambda j: j["workload"].update(rate_gbps=1000))], "workload.rate_gbps"),
+        (lambda: [mutated(lambda j: j["workload"].update(planes=[9]))], "workload.planes"),
+        (lambda: [mutated(lambda j: j.update(topology="topologies/none.json"))],
+         "cannot open file"),
+        (lambda: [mutated(lambda j: j.update(topology={"kind": "fpf", "nics": 4}))],
+         "topology.switch_radix: missing"),
+        (lambda: [mutated(lambda j: j.update(faults=[{"kind": "plane_down", "plane": 8,
+                                                     "at_us": 1}]))], "faults[0].plane"),
+        (lambda: [mutated(lambda j: j.update(faults=[{"kind": "plane_down", "plane": 1,
+                                                     "at_us": 5, "until_us": 2}]))],
+         "faults[0].until_us"),
+        (lambda: [mutated(lambda j: j.update(variants=[{"name": "x", "set": {
+            "workload.entropies_per_flow": 0}}]))], "workload.entropies_per_flow"),
+        (lambda: [mutated(lambda j: j.update(seed="one"))], "seed"),
+        (lambda: [write(tmp, "bad.json", "{ not json")], "not valid JSON"),
+        (lambda: [SCENARIO, "--set", "topology.planes=0"], "topology.planes"),
+        (lambda: [SCENARIO, "--set", "workload.nonsense=1"], "workload.nonsense: unknown key"),
+        (lambda: [SCENARIO, "--set", "novalue"], "expected key.path=value"),
+        (lambda: [SCENARIO, "--bogus"], "--bogus: unknown option"),
+        (lambda: [SCENARIO, "--out", "/nonexistent-dir/x.json"], "--out"),
+        (lambda: [], "no scenario file"),
+        (lambda: [os.path.join(tmp, "missing.json")], "cannot open file"),
+    ]
+    for make_args, needle in bad:
+        args = make_args()
+        if "--out" not in args:
+            args = args + ["--out", out]
+        r = run(args + ["--quiet"])
+        first = r.stderr.strip().splitlines()[0] if r.stderr.strip() else ""
+        check(r.returncode == 2, f"{args}: exit {r.returncode}, expected 2 ({r.stderr.strip()})")
+        check(needle in first, f"{args}: error line {first!r} does not name {needle!r}")
+        check(not os.path.exists(out), f"{args}: left an output file behind")
+        check("Traceback" not in r.stderr and "terminate" not in r.stderr, f"{args}: crashed")
+
+    # --dry-run resolves and reports the fabric without running it.
+    r = run([SCENARIO, "--dry-run", "--set", "duration_us=10"])
+    check(r.returncode == 0, f"--dry-run exit {r.returncode}: {r.stderr}")
+    check('"switches": 128' in r.stdout, "--dry-run reports the fabric's switch count")
+
+    # Same scenario and seed: byte-identical CSV, identical JSON but for the cost blocks.
+    outs = []
+    for i in range(2):
+        o = os.path.join(tmp, f"run{i}.json")
+        r = run([SCENARIO, "--quiet", "--set", "duration_us=20", "--out", o])
+        check(r.returncode == 0, f"good run exit {r.returncode}: {r.stderr}")
+        outs.append(o)
+    if all(os.path.exists(o) for o in outs):
+        csv = [open(o[:-5] + ".csv", "rb").read() for o in outs]
+        check(csv[0] == csv[1], "CSV differs between identical runs")
+        js = [json.load(open(o)) for o in outs]
+        for j in js:
+            for run_ in j["runs"]:
+                run_.pop("cost")
+        check(js[0] == js[1], "JSON (without cost) differs between identical runs")
+        check(js[0]["schema_version"] == 1, "schema_version is 1")
+        check(len(js[0]["runs"]) == 4, "one record per variant")
+    # Another seed gives other results.
+    o3 = os.path.join(tmp, "seed2.json")
+    run([SCENARIO, "--quiet", "--set", "duration_us=20", "--set", "seed=2", "--out", o3])
+    if os.path.exists(o3) and os.path.exists(outs[0]):
+        check(open(o3[:-5] + ".csv").read() != open(outs[0][:-5] + ".csv").read(),
+              "seed 2 gives the same results as seed 1")
+
+print("cli: all checks passed" if not failures else f"cli: {len(failures)} checks failed")
+sys.exit(1 if failures else 0)
