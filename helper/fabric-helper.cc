@@ -88,6 +88,15 @@ Fabric::Build()
                 TimeValue(PicoSeconds(static_cast<int64_t>(*sp.convergenceUs * 1e6))));
     }
 
+    if (sp.pfc)
+    {
+        swf.Set("PfcEnabled", BooleanValue(*sp.pfc));
+    }
+    if (sp.pfcAlpha)
+    {
+        swf.Set("PfcAlpha", DoubleValue(*sp.pfcAlpha));
+    }
+
     // Hosts first, so that a NIC's id is its node id.
     const uint32_t N = g.TotalNics();
     m_hosts.reserve(N);

@@ -53,6 +53,14 @@ ParseSwitch(const JsonReader& r)
     {
         s.convergenceUs = r.Number("convergence_us", 0.0, 1e8);
     }
+    if (r.Has("pfc"))
+    {
+        s.pfc = r.Bool("pfc", false);
+    }
+    if (r.Has("pfc_alpha"))
+    {
+        s.pfcAlpha = r.Number("pfc_alpha", 1.0 / 1024, 64);
+    }
     if (s.ecnKminBytes && s.ecnKmaxBytes && *s.ecnKminBytes > *s.ecnKmaxBytes)
     {
         r.Fail("ecn_kmin_bytes", "must not exceed ecn_kmax_bytes");

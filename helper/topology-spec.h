@@ -27,6 +27,8 @@ struct SwitchParams
     std::optional<double> ecnPmax;
     std::optional<double> latencyNs;
     std::optional<double> convergenceUs;
+    std::optional<bool> pfc;
+    std::optional<double> pfcAlpha;
 };
 
 struct TopologySpec

@@ -74,6 +74,31 @@ FabricSwitch::GetTypeId()
             .AddAttribute("EcmpSalt", "Per-switch ECMP hash seed; 0 derives one from the node id.",
                           UintegerValue(0), MakeUintegerAccessor(&FabricSwitch::m_salt),
                           MakeUintegerChecker<uint32_t>())
+            .AddAttribute("PfcEnabled",
+                          "Priority flow control for the lossless traffic class: pause the "
+                          "upstream port when its ingress bytes pass the dynamic threshold, so "
+                          "that congestion never drops a frame of that class.",
+                          BooleanValue(false), MakeBooleanAccessor(&FabricSwitch::m_pfc),
+                          MakeBooleanChecker())
+            .AddAttribute("PfcClass", "The lossless traffic class. Assumption: 3.",
+                          UintegerValue(3), MakeUintegerAccessor(&FabricSwitch::m_pfcClass),
+                          MakeUintegerChecker<uint8_t>(0, 7))
+            .AddAttribute("PfcAlpha",
+                          "Dynamic PFC threshold: pause an ingress port whose buffered bytes "
+                          "exceed PfcAlpha x (buffer - all headroom - used). Default 1/8 (the "
+                          "HPCC simulator's setting for ports at NIC rate).",
+                          DoubleValue(0.125), MakeDoubleAccessor(&FabricSwitch::m_pfcAlpha),
+                          MakeDoubleChecker<double>(1.0 / 1024, 64))
+            .AddAttribute("PfcResponseTime",
+                          "Time the upstream port takes to act on a PAUSE (sized into the "
+                          "headroom). Assumption: 1 us, the top of the usual range.",
+                          TimeValue(MicroSeconds(1)),
+                          MakeTimeAccessor(&FabricSwitch::m_pfcResponse), MakeTimeChecker(Time(0)))
+            .AddAttribute("PfcXonOffset",
+                          "Resume when the ingress bytes fall this far below the threshold. "
+                          "Assumption: 8,356 B (two 4 KiB frames on the wire).",
+                          UintegerValue(8356), MakeUintegerAccessor(&FabricSwitch::m_pfcXonOffset),
+                          MakeUintegerChecker<uint64_t>())
             .AddTraceSource("Drop", "A frame was dropped by the switch (reason: FabricDropReason).",
                             MakeTraceSourceAccessor(&FabricSwitch::m_dropTrace),
                             "ns3::metaroce::FabricSwitch::DropTracedCallback")
@@ -193,11 +218,14 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
         out->Enqueue(std::move(f)); // counted as a link-down drop by the port (black hole)
         return;
     }
-    // Shared buffer, dynamic threshold per egress queue.
+    // Shared buffer, dynamic threshold per egress queue. A lossless frame is held back by
+    // PFC instead, so only a full buffer (headroom exhausted) can drop it.
     uint64_t total = GetBufferBytes();
     uint64_t queued = out->GetQueueBytes();
+    bool lossless = m_pfc && f.tc == m_pfcClass;
     double threshold = m_alpha * static_cast<double>(total - m_bufferUsed);
-    if (m_bufferUsed + f.wireBytes > total || static_cast<double>(queued + f.wireBytes) > threshold)
+    if (m_bufferUsed + f.wireBytes > total ||
+        (!lossless && static_cast<double>(queued + f.wireBytes) > threshold))
     {
         ++m_counters.dropBuffer;
         m_dropTrace(f.packet, static_cast<uint8_t>(FabricDropReason::BufferFull));
@@ -214,6 +242,19 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
         }
     }
     f.ingress = static_cast<uint16_t>(port->GetIfIndex());
+    if (lossless)
+    {
+        if (m_ingressBytes.empty())
+        {
+            PfcInit();
+        }
+        uint64_t& in = m_ingressBytes[f.ingress];
+        in += f.wireBytes;
+        if (!m_upstreamPaused[f.ingress] && static_cast<double>(in) > GetPfcXoff())
+        {
+            SendPause(f.ingress, true);
+        }
+    }
     f.readyPs += m_latency.GetPicoSeconds(); // readyPs held the arrival time
     m_bufferUsed += f.wireBytes;
     if (m_bufferUsed > m_counters.maxBufferUsed)
@@ -228,6 +269,73 @@ void
 FabricSwitch::NotifyDequeue(FabricNetDevice* port, const FabricFrame& f)
 {
     m_bufferUsed -= f.wireBytes;
+    if (m_pfc && f.tc == m_pfcClass && f.ingress != 0xffff && !m_ingressBytes.empty())
+    {
+        uint64_t& in = m_ingressBytes[f.ingress];
+        in -= f.wireBytes;
+        if (m_upstreamPaused[f.ingress] &&
+            (in == 0 || static_cast<double>(in + m_pfcXonOffset) <= GetPfcXoff()))
+        {
+            SendPause(f.ingress, false);
+        }
+    }
+}
+
+void
+FabricSwitch::PfcInit()
+{
+    m_ingressBytes.assign(m_ports.size(), 0);
+    m_upstreamPaused.assign(m_ports.size(), false);
+    m_pfcHeadroomTotal = 0;
+    for (uint32_t i = 0; i < m_ports.size(); ++i)
+    {
+        m_pfcHeadroomTotal += GetPfcHeadroom(i);
+    }
+}
+
+uint64_t
+FabricSwitch::GetPfcHeadroom(uint32_t i) const
+{
+    const FabricNetDevice* d = m_ports[i];
+    if (!d->GetFabricChannel())
+    {
+        return 0;
+    }
+    double bytesPerPs = static_cast<double>(d->GetDataRate().GetBitRate()) / 8e12;
+    double flight = bytesPerPs * static_cast<double>(d->GetFabricChannel()->GetDelayPs());
+    double response = bytesPerPs * static_cast<double>(m_pfcResponse.GetPicoSeconds());
+    return static_cast<uint64_t>(2 * flight + 2 * 4178 + response);
+}
+
+double
+FabricSwitch::GetPfcXoff() const
+{
+    double free = static_cast<double>(GetBufferBytes()) - static_cast<double>(m_pfcHeadroomTotal) -
+                  static_cast<double>(m_bufferUsed);
+    return m_pfcAlpha * std::max(free, 0.0);
+}
+
+void
+FabricSwitch::SendPause(uint32_t i, bool pause)
+{
+    m_upstreamPaused[i] = pause;
+    if (pause)
+    {
+        ++m_counters.pausesSent;
+    }
+    else
+    {
+        ++m_counters.resumesSent;
+    }
+    FabricNetDevice* up = m_ports[i]->GetPeer();
+    if (up == nullptr)
+    {
+        return;
+    }
+    // The PAUSE frame (64 B + preamble and gap) crosses the link ahead of any data.
+    int64_t delay = m_ports[i]->TxTimePs(84) + m_ports[i]->GetFabricChannel()->GetDelayPs();
+    Simulator::ScheduleWithContext(up->GetNode()->GetId(), PicoSeconds(delay),
+                                   &FabricNetDevice::SetPaused, up, m_pfcClass, pause);
 }
 
 void

@@ -57,6 +57,21 @@ class FabricSwitch : public Node, public FabricFrameReceiver
     uint64_t GetBufferBytes() const;
     uint64_t GetBufferUsed() const { return m_bufferUsed; }
 
+    /// PFC: bytes of the lossless class that entered through port i and are still buffered.
+    uint64_t GetIngressBytes(uint32_t i) const
+    {
+        return m_ingressBytes.empty() ? 0 : m_ingressBytes[i];
+    }
+    /// PFC: the pause threshold now (bytes per ingress port).
+    double GetPfcXoff() const;
+    /// PFC headroom reserved for port i: 2 x (bytes in flight over its link) + 2 MTU +
+    /// rate x response time.
+    uint64_t GetPfcHeadroom(uint32_t i) const;
+    bool IsUpstreamPaused(uint32_t i) const
+    {
+        return !m_upstreamPaused.empty() && m_upstreamPaused[i];
+    }
+
     struct Counters
     {
         uint64_t forwarded{0};
@@ -64,6 +79,8 @@ class FabricSwitch : public Node, public FabricFrameReceiver
         uint64_t dropNoRoute{0};
         uint64_t ecnMarked{0};
         uint64_t maxBufferUsed{0};
+        uint64_t pausesSent{0};
+        uint64_t resumesSent{0};
     };
 
     const Counters& GetCounters() const { return m_counters; }
@@ -80,6 +97,8 @@ class FabricSwitch : public Node, public FabricFrameReceiver
 
   private:
     void Converge(uint32_t port);
+    void PfcInit();
+    void SendPause(uint32_t port, bool pause);
 
     std::vector<FabricNetDevice*> m_ports; //!< owned through Node's device list
     std::vector<bool> m_unroutable;        //!< allocated on the first failure only
@@ -96,6 +115,15 @@ class FabricSwitch : public Node, public FabricFrameReceiver
     Time m_convergence;
     uint32_t m_salt{0};
     bool m_ecnEnabled{true};
+    // PFC
+    bool m_pfc{false};
+    uint8_t m_pfcClass{3};
+    double m_pfcAlpha{0.125};
+    Time m_pfcResponse;
+    uint64_t m_pfcXonOffset{0};
+    uint64_t m_pfcHeadroomTotal{0};
+    std::vector<uint64_t> m_ingressBytes; //!< allocated when PFC is on
+    std::vector<bool> m_upstreamPaused;
     mutable FastRng m_rng;
     Counters m_counters;
     TracedCallback<Ptr<const Packet>, uint8_t> m_dropTrace;

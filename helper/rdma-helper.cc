@@ -1,0 +1,69 @@
+#include "rdma-helper.h"
+
+#include "model/rocev2/rocev2-queue-pair.h"
+
+#include "ns3/uinteger.h"
+
+namespace ns3
+{
+namespace metaroce
+{
+
+RdmaHelper::RdmaHelper(Fabric& fabric, int64_t stream)
+    : m_fabric(fabric)
+    , m_rng(static_cast<uint64_t>(stream))
+{
+    m_qpFactory.SetTypeId(RoceV2QueuePair::GetTypeId());
+}
+
+void
+RdmaHelper::InstallNics()
+{
+    m_nics.clear();
+    m_nextPlane.assign(m_fabric.NumNics(), 0);
+    for (uint32_t i = 0; i < m_fabric.NumNics(); ++i)
+    {
+        auto nic = CreateObject<RdmaNic>();
+        nic->Install(m_fabric.Host(i), i);
+        m_nics.push_back(nic);
+    }
+}
+
+void
+RdmaHelper::SetQueuePairType(const std::string& typeName)
+{
+    m_qpFactory.SetTypeId(typeName);
+}
+
+std::pair<Ptr<QueuePair>, Ptr<QueuePair>>
+RdmaHelper::Connect(uint32_t a, uint32_t b, int32_t plane)
+{
+    uint32_t planes = m_fabric.NumPlanes();
+    uint32_t p = plane >= 0 ? static_cast<uint32_t>(plane) : m_nextPlane[a]++ % planes;
+    TypeId tid = m_qpFactory.GetTypeId();
+    TypeId::AttributeInformation info;
+    bool pinned = tid.LookupAttributeByName("Port", &info);
+    bool hasEntropy = tid.LookupAttributeByName("Entropy", &info);
+    Ptr<QueuePair> qa = m_qpFactory.Create<QueuePair>();
+    Ptr<QueuePair> qb = m_qpFactory.Create<QueuePair>();
+    for (auto& qp : {qa, qb})
+    {
+        if (pinned)
+        {
+            qp->SetAttribute("Port", UintegerValue(p));
+        }
+        if (hasEntropy)
+        {
+            // RoCE NICs derive the UDP source port from the QP: any value in the dynamic range.
+            qp->SetAttribute("Entropy", UintegerValue(49152 + m_rng.Next() % 16384));
+        }
+    }
+    uint32_t qpnA = m_nics[a]->AddQueuePair(qa);
+    uint32_t qpnB = m_nics[b]->AddQueuePair(qb);
+    qa->Connect(b, qpnB);
+    qb->Connect(a, qpnA);
+    return {qa, qb};
+}
+
+} // namespace metaroce
+} // namespace ns3

@@ -1,0 +1,52 @@
+/*
+ * Puts RDMA NICs on a fabric's hosts and connects queue pairs between them.
+ * The QP flavour (RoCEv2, MetaRoCE) and its attributes come from an ObjectFactory, so the
+ * same helper serves both transports and user-defined ones.
+ */
+#ifndef METAROCE_RDMA_HELPER_H
+#define METAROCE_RDMA_HELPER_H
+
+#include "fabric-helper.h"
+#include "model/fabric/fabric-random.h"
+#include "model/transport/rdma-nic.h"
+
+#include "ns3/object-factory.h"
+
+#include <vector>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+class RdmaHelper
+{
+  public:
+    /// stream: random stream for entropies (see AssignStreams conventions of Fabric).
+    RdmaHelper(Fabric& fabric, int64_t stream);
+    /// One NIC per host (all of them).
+    void InstallNics();
+    Ptr<RdmaNic> Nic(uint32_t i) const { return m_nics[i]; }
+    uint32_t NumNics() const { return static_cast<uint32_t>(m_nics.size()); }
+
+    /// Sets the QP type and attributes used by Connect (attribute values as strings).
+    void SetQueuePairType(const std::string& typeName);
+    ObjectFactory& QpFactory() { return m_qpFactory; }
+
+    /// Connects NIC a to NIC b with one QP at each end. Transports pinned to a port (RoCEv2)
+    /// get plane `plane`, or the next plane in a round robin of a's connections if plane < 0,
+    /// and a random entropy per direction.
+    std::pair<Ptr<QueuePair>, Ptr<QueuePair>> Connect(uint32_t a, uint32_t b, int32_t plane = -1);
+
+  private:
+    Fabric& m_fabric;
+    std::vector<Ptr<RdmaNic>> m_nics;
+    std::vector<uint32_t> m_nextPlane;
+    ObjectFactory m_qpFactory;
+    FastRng m_rng;
+};
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif

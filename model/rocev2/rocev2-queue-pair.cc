@@ -1,0 +1,407 @@
+#include "rocev2-queue-pair.h"
+
+#include "dcqcn.h"
+#include "model/transport/rdma-nic.h"
+
+#include "ns3/log.h"
+#include "ns3/object-factory.h"
+#include "ns3/simulator.h"
+#include "ns3/uinteger.h"
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_LOG_COMPONENT_DEFINE("RoceV2QueuePair");
+NS_OBJECT_ENSURE_REGISTERED(RoceV2QueuePair);
+
+TypeId
+RoceV2QueuePair::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::metaroce::RoceV2QueuePair")
+            .SetParent<QueuePair>()
+            .SetGroupName("MetaRoce")
+            .AddConstructor<RoceV2QueuePair>()
+            .AddAttribute("Port", "NIC port (= plane) the QP is pinned to.", UintegerValue(0),
+                          MakeUintegerAccessor(&RoceV2QueuePair::m_port),
+                          MakeUintegerChecker<uint32_t>(0, 31))
+            .AddAttribute("Entropy", "UDP source port: the one ECMP path of this QP.",
+                          UintegerValue(49152), MakeUintegerAccessor(&RoceV2QueuePair::m_entropy),
+                          MakeUintegerChecker<uint16_t>())
+            .AddAttribute("AckInterval",
+                          "Data packets per ACK (ACK coalescing); the last packet of a message "
+                          "is always acknowledged. Assumption: 1, as the reference simulators.",
+                          UintegerValue(1), MakeUintegerAccessor(&RoceV2QueuePair::m_ackInterval),
+                          MakeUintegerChecker<uint32_t>(1, 1024))
+            .AddAttribute("NakInterval",
+                          "Minimum time between two NAKs for the same expected PSN. Default "
+                          "4 us (ConWeave's setting; HPCC uses 500 us).",
+                          TimeValue(MicroSeconds(4)),
+                          MakeTimeAccessor(&RoceV2QueuePair::m_nakInterval),
+                          MakeTimeChecker(Time(0)))
+            .AddAttribute("Rto",
+                          "Retransmission timeout: with data outstanding and no progress for "
+                          "this long, go back to the oldest unacknowledged PSN. Default 4 ms "
+                          "(ConWeave's non-IRN QP timeout).",
+                          TimeValue(MilliSeconds(4)), MakeTimeAccessor(&RoceV2QueuePair::m_rto),
+                          MakeTimeChecker(MicroSeconds(1)))
+            .AddAttribute("CnpInterval",
+                          "Notification point: minimum time between CNPs to this QP's sender. "
+                          "Default 4 us (ConnectX min_time_between_cnps before tuning).",
+                          TimeValue(MicroSeconds(4)),
+                          MakeTimeAccessor(&RoceV2QueuePair::m_cnpInterval),
+                          MakeTimeChecker(Time(0)))
+            .AddAttribute("WindowPackets",
+                          "Cap on unacknowledged packets; 0: none (ConnectX RC has no sender "
+                          "window, only the rate limiter).",
+                          UintegerValue(0), MakeUintegerAccessor(&RoceV2QueuePair::m_windowPackets),
+                          MakeUintegerChecker<uint32_t>())
+            .AddAttribute("CongestionControl",
+                          "Rate controller (an RdmaCongestionOps TypeId): ns3::metaroce::Dcqcn or "
+                          "ns3::metaroce::RdmaNoCongestionControl.",
+                          TypeIdValue(Dcqcn::GetTypeId()),
+                          MakeTypeIdAccessor(&RoceV2QueuePair::m_ccType), MakeTypeIdChecker());
+    return tid;
+}
+
+RoceV2QueuePair::RoceV2QueuePair()
+    : m_nakInterval(MicroSeconds(4))
+    , m_rto(MilliSeconds(4))
+    , m_cnpInterval(MicroSeconds(4))
+{
+}
+
+RoceV2QueuePair::~RoceV2QueuePair() = default;
+
+void
+RoceV2QueuePair::DoDispose()
+{
+    m_wakeEvent.Cancel();
+    m_rtoEvent.Cancel();
+    if (m_ccOps)
+    {
+        m_ccOps->Dispose();
+    }
+    m_ccOps = nullptr;
+    m_cc.onRateChange = nullptr;
+    QueuePair::DoDispose();
+}
+
+void
+RoceV2QueuePair::DoInitialize()
+{
+    EnsureCc();
+    QueuePair::DoInitialize();
+}
+
+void
+RoceV2QueuePair::EnsureCc()
+{
+    if (m_ccOps)
+    {
+        return;
+    }
+    double line = static_cast<double>(m_nic->GetPort(m_port)->GetDataRate().GetBitRate());
+    m_cc.lineRateBps = line;
+    m_cc.rateBps = line;
+    m_cc.mtu = m_mtu;
+    m_cc.paths.resize(1);
+    m_cc.onRateChange = [this]()
+    {
+        // A new rate re-times the next packet from the last one sent.
+        Wake();
+    };
+    ObjectFactory f;
+    f.SetTypeId(m_ccType);
+    Ptr<RdmaCongestionOps> proto = f.Create<RdmaCongestionOps>();
+    m_ccOps = proto->Fork();
+    m_ccOps->Init(m_cc);
+}
+
+void
+RoceV2QueuePair::OnPosted()
+{
+    EnsureCc();
+    SendMessage& m = m_sendQueue.back();
+    m.firstPsn = m_psnEnd;
+    m_psnEnd += m.packets;
+    Wake();
+}
+
+void
+RoceV2QueuePair::Wake()
+{
+    if (m_sndNxt < m_psnEnd && m_nic != nullptr)
+    {
+        m_nic->NotifyReady(this, m_port);
+    }
+}
+
+void
+RoceV2QueuePair::ScheduleWake(int64_t now)
+{
+    if (!m_wakeEvent.IsRunning())
+    {
+        m_wakeEvent =
+            Simulator::Schedule(PicoSeconds(m_nextSendPs - now), &RoceV2QueuePair::Wake, this);
+    }
+}
+
+uint64_t
+RoceV2QueuePair::MessageOf(uint32_t psn)
+{
+    // Messages hold consecutive PSN ranges in posting order: binary search the live ones.
+    std::size_t lo = 0;
+    std::size_t hi = m_sendQueue.size();
+    while (hi - lo > 1)
+    {
+        std::size_t mid = (lo + hi) / 2;
+        if (m_sendQueue[mid].firstPsn <= psn)
+        {
+            lo = mid;
+        }
+        else
+        {
+            hi = mid;
+        }
+    }
+    return m_sendQueueBase + lo;
+}
+
+PullResult
+RoceV2QueuePair::PullFrame(uint32_t port, FabricFrame& out)
+{
+    if (m_sndNxt >= m_psnEnd)
+    {
+        return PullResult::Nothing;
+    }
+    if (m_windowPackets != 0 && m_sndNxt - m_sndUna >= m_windowPackets)
+    {
+        return PullResult::Nothing; // an ACK will wake us
+    }
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    if (now < m_nextSendPs)
+    {
+        ScheduleWake(now);
+        return PullResult::Nothing;
+    }
+    while (m_txMsg - m_sendQueueBase < m_sendQueue.size() &&
+           Msg(m_txMsg).firstPsn + Msg(m_txMsg).packets <= m_sndNxt)
+    {
+        ++m_txMsg;
+    }
+    const SendMessage& m = Msg(m_txMsg);
+    uint32_t idx = m_sndNxt - m.firstPsn;
+    uint64_t offset = static_cast<uint64_t>(idx) * m_mtu;
+    uint32_t payload = static_cast<uint32_t>(std::min<uint64_t>(m_mtu, m.bytes - offset));
+    RdmaHeader h;
+    h.opcode = RdmaOpcode::Data;
+    h.destQpn = m_remoteQpn;
+    h.psn = m_sndNxt;
+    h.stream = m.stream;
+    h.msgId = m.seq;
+    h.offset = offset;
+    h.msgBytes = static_cast<uint32_t>(m.bytes);
+    out = MakeFrame(h, payload, m_entropy, true);
+    if (m_sndNxt < m_highestSent)
+    {
+        ++m_counters.retransmittedPackets;
+        m_retransmitTrace(m_sndNxt, 0);
+    }
+    ++m_counters.dataPacketsSent;
+    ++m_sndNxt;
+    m_highestSent = std::max(m_highestSent, m_sndNxt);
+    // Pacing: the next packet may start one wire-time at the current rate after this one.
+    if (m_cc.rateBps < m_cc.lineRateBps)
+    {
+        m_nextSendPs = now + static_cast<int64_t>(out.wireBytes * 8e12 / m_cc.rateBps);
+    }
+    else
+    {
+        m_nextSendPs = now;
+    }
+    if (!m_rtoEvent.IsRunning())
+    {
+        m_lastProgressPs = now;
+        ArmRto();
+    }
+    bool more = m_sndNxt < m_psnEnd &&
+                (m_windowPackets == 0 || m_sndNxt - m_sndUna < m_windowPackets) &&
+                m_nextSendPs <= now;
+    if (!more && m_sndNxt < m_psnEnd && m_nextSendPs > now)
+    {
+        ScheduleWake(now);
+    }
+    return more ? PullResult::More : PullResult::Sent;
+}
+
+void
+RoceV2QueuePair::ArmRto()
+{
+    m_rtoEvent = Simulator::Schedule(
+        PicoSeconds(m_lastProgressPs + m_rto.GetPicoSeconds() - Simulator::Now().GetPicoSeconds()),
+        &RoceV2QueuePair::RtoCheck, this);
+}
+
+void
+RoceV2QueuePair::RtoCheck()
+{
+    if (m_sndUna >= m_highestSent)
+    {
+        return; // nothing outstanding: the timer stops
+    }
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    if (now - m_lastProgressPs < m_rto.GetPicoSeconds())
+    {
+        ArmRto(); // progress since the timer was set: check again later
+        return;
+    }
+    ++m_counters.timeouts;
+    m_ccOps->OnTimeout(m_cc, 0);
+    m_lastProgressPs = now;
+    GoBack(m_sndUna);
+    ArmRto();
+}
+
+void
+RoceV2QueuePair::GoBack(uint32_t psn)
+{
+    m_sndNxt = psn;
+    m_txMsg = MessageOf(psn);
+    Wake();
+}
+
+void
+RoceV2QueuePair::OnAckPsn(uint32_t psn)
+{
+    if (psn <= m_sndUna)
+    {
+        return;
+    }
+    uint64_t acked = 0;
+    m_sndUna = psn;
+    m_lastProgressPs = Simulator::Now().GetPicoSeconds();
+    // Complete the messages whose every PSN is now acknowledged.
+    while (!m_sendQueue.empty())
+    {
+        SendMessage& m = m_sendQueue.front();
+        if (m.done || m.firstPsn + m.packets > m_sndUna)
+        {
+            break;
+        }
+        acked += m.bytes;
+        uint64_t front = m_sendQueueBase;
+        MarkSent(m);
+        if (m_txMsg < m_sendQueueBase)
+        {
+            m_txMsg = m_sendQueueBase;
+        }
+        if (m_sendQueueBase == front)
+        {
+            break;
+        }
+    }
+    if (m_sndNxt < m_sndUna)
+    {
+        GoBack(m_sndUna);
+    }
+    m_ccOps->OnAck(m_cc, 0, acked, -1, false);
+    if (m_windowPackets != 0)
+    {
+        Wake();
+    }
+}
+
+void
+RoceV2QueuePair::SendAck(RdmaOpcode op, uint32_t port)
+{
+    RdmaHeader a;
+    a.opcode = op;
+    a.destQpn = m_remoteQpn;
+    a.psn = m_epsn;
+    m_nic->SendControl(port, MakeFrame(a, 0, m_entropy, false));
+    if (op == RdmaOpcode::Nak)
+    {
+        ++m_counters.naksSent;
+    }
+    else
+    {
+        ++m_counters.acksSent;
+    }
+}
+
+void
+RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
+{
+    EnsureCc();
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    switch (h.opcode)
+    {
+        case RdmaOpcode::Data:
+        {
+            if (frame.ecn == ECN_CE)
+            {
+                ++m_counters.ecnMarkedReceived;
+                if (m_lastCnpPs < 0 || now - m_lastCnpPs >= m_cnpInterval.GetPicoSeconds())
+                {
+                    m_lastCnpPs = now;
+                    RdmaHeader c;
+                    c.opcode = RdmaOpcode::Cnp;
+                    c.destQpn = m_remoteQpn;
+                    m_nic->SendControl(port, MakeFrame(c, 0, m_entropy, false));
+                    ++m_counters.cnpsSent;
+                }
+            }
+            uint32_t payload = frame.packet->GetSize();
+            if (h.psn == m_epsn)
+            {
+                Place(h, payload, false);
+                ++m_epsn;
+                ++m_unacked;
+                bool lastOfMessage = h.offset + payload >= h.msgBytes;
+                if (m_unacked >= m_ackInterval || lastOfMessage)
+                {
+                    m_unacked = 0;
+                    SendAck(RdmaOpcode::Ack, port);
+                }
+            }
+            else if (h.psn > m_epsn)
+            {
+                ++m_counters.outOfOrderDropped;
+                if (m_lastNakPsn != m_epsn || now - m_lastNakPs >= m_nakInterval.GetPicoSeconds())
+                {
+                    m_lastNakPsn = m_epsn;
+                    m_lastNakPs = now;
+                    SendAck(RdmaOpcode::Nak, port);
+                }
+            }
+            else
+            {
+                ++m_counters.duplicatePackets;
+                SendAck(RdmaOpcode::Ack, port); // the sender may have missed our ACK
+            }
+            break;
+        }
+        case RdmaOpcode::Ack:
+            OnAckPsn(h.psn);
+            break;
+        case RdmaOpcode::Nak:
+            OnAckPsn(h.psn);
+            if (h.psn < m_sndNxt)
+            {
+                GoBack(h.psn);
+            }
+            m_ccOps->OnLoss(m_cc, 0, 1);
+            break;
+        case RdmaOpcode::Cnp:
+            m_ccOps->OnCnp(m_cc);
+            break;
+        default:
+            break;
+    }
+}
+
+} // namespace metaroce
+} // namespace ns3

@@ -1,0 +1,207 @@
+#include "queue-pair.h"
+
+#include "rdma-nic.h"
+
+#include "ns3/abort.h"
+#include "ns3/log.h"
+#include "ns3/simulator.h"
+#include "ns3/uinteger.h"
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_LOG_COMPONENT_DEFINE("QueuePair");
+NS_OBJECT_ENSURE_REGISTERED(QueuePair);
+
+TypeId
+QueuePair::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::metaroce::QueuePair")
+            .SetParent<Object>()
+            .SetGroupName("MetaRoce")
+            .AddAttribute("Mtu", "Payload bytes per packet (the RDMA path MTU).",
+                          UintegerValue(4096), MakeUintegerAccessor(&QueuePair::m_mtu),
+                          MakeUintegerChecker<uint32_t>(64, 9000))
+            .AddAttribute("DataTrafficClass",
+                          "Traffic class of data packets (the PFC-protected class when PFC is "
+                          "on). Assumption: 3, the usual RoCE priority.",
+                          UintegerValue(3), MakeUintegerAccessor(&QueuePair::m_dataTc),
+                          MakeUintegerChecker<uint8_t>(0, 5))
+            .AddAttribute("ControlTrafficClass",
+                          "Traffic class of ACKs, NAKs and CNPs (strict priority in the "
+                          "fabric). Assumption: 6.",
+                          UintegerValue(6), MakeUintegerAccessor(&QueuePair::m_controlTc),
+                          MakeUintegerChecker<uint8_t>(6, 7))
+            .AddTraceSource("Retransmit", "A data packet was retransmitted (PSN, path).",
+                            MakeTraceSourceAccessor(&QueuePair::m_retransmitTrace),
+                            "ns3::metaroce::QueuePair::RetransmitTracedCallback")
+            .AddTraceSource("ReceiveComplete",
+                            "A message completed at the receiver (stream, seq, bytes, time).",
+                            MakeTraceSourceAccessor(&QueuePair::m_recvCompleteTrace),
+                            "ns3::metaroce::QueuePair::ReceiveCompleteTracedCallback");
+    return tid;
+}
+
+QueuePair::QueuePair() = default;
+
+QueuePair::~QueuePair() = default;
+
+void
+QueuePair::DoDispose()
+{
+    m_nic = nullptr;
+    m_sendQueue.clear();
+    m_recv.clear();
+    m_onReceive = nullptr;
+    Object::DoDispose();
+}
+
+void
+QueuePair::Attach(RdmaNic* nic, uint32_t qpn)
+{
+    m_nic = nic;
+    m_qpn = qpn;
+}
+
+void
+QueuePair::Connect(uint32_t remoteNic, uint32_t remoteQpn)
+{
+    m_remoteNic = remoteNic;
+    m_remoteQpn = remoteQpn;
+}
+
+uint32_t
+QueuePair::PostSend(uint64_t bytes, uint16_t stream, CompletionHandler onSent)
+{
+    NS_ABORT_MSG_IF(m_nic == nullptr, "QueuePair::PostSend before the QP was added to a NIC");
+    NS_ABORT_MSG_IF(bytes > 0xffffffffULL, "QueuePair::PostSend: a message is at most 4 GiB - 1");
+    SendMessage m;
+    m.bytes = bytes;
+    m.stream = stream;
+    m.seq = m_nextSeqToPost[stream]++;
+    m.postedPs = Simulator::Now().GetPicoSeconds();
+    m.packets = PacketsOf(bytes);
+    m.onSent = std::move(onSent);
+    m_sendQueue.push_back(std::move(m));
+    ++m_counters.messagesPosted;
+    m_counters.bytesPosted += bytes;
+    OnPosted();
+    return m_sendQueue.back().seq;
+}
+
+FabricFrame
+QueuePair::MakeFrame(const RdmaHeader& h, uint32_t payload, uint16_t entropy, bool data)
+{
+    Ptr<Packet> p = Create<Packet>(payload);
+    p->AddHeader(h);
+    return FabricFrame::Make(p, m_nic->GetNicId(), m_remoteNic, entropy,
+                             data ? m_dataTc : m_controlTc, data ? ECN_ECT0 : ECN_NOT_ECT);
+}
+
+bool
+QueuePair::Place(const RdmaHeader& h, uint32_t payload, bool trackPlacement)
+{
+    uint32_t& next = m_nextSeqToComplete[h.stream];
+    if (h.msgId < next)
+    {
+        ++m_counters.duplicatePackets; // the whole message already completed
+        return false;
+    }
+    auto key = std::make_pair(h.stream, h.msgId);
+    auto it = m_recv.find(key);
+    if (it == m_recv.end())
+    {
+        RecvMessage rm;
+        rm.bytes = h.msgBytes;
+        rm.postedPs = Simulator::Now().GetPicoSeconds();
+        if (trackPlacement)
+        {
+            rm.placed.resize(PacketsOf(h.msgBytes));
+        }
+        it = m_recv.emplace(key, std::move(rm)).first;
+    }
+    RecvMessage& rm = it->second;
+    if (rm.complete)
+    {
+        ++m_counters.duplicatePackets;
+        return false;
+    }
+    if (trackPlacement)
+    {
+        std::size_t idx = h.offset / m_mtu;
+        if (idx >= rm.placed.size() || rm.placed.test(idx))
+        {
+            ++m_counters.duplicatePackets;
+            return false;
+        }
+        rm.placed.set(idx);
+    }
+    rm.received += payload;
+    m_counters.bytesDelivered += payload;
+    bool whole = trackPlacement ? rm.placed.all() : h.offset + payload >= rm.bytes;
+    if (whole)
+    {
+        rm.complete = true;
+        rm.placed.clear();
+        rm.placed.shrink_to_fit();
+        ReleaseReceives(h.stream);
+    }
+    return true;
+}
+
+void
+QueuePair::ReleaseReceives(uint16_t stream)
+{
+    uint32_t& next = m_nextSeqToComplete[stream];
+    for (;;)
+    {
+        auto it = m_recv.find(std::make_pair(stream, next));
+        if (it == m_recv.end() || !it->second.complete)
+        {
+            return;
+        }
+        RdmaCompletion c;
+        c.stream = stream;
+        c.seq = next;
+        c.bytes = it->second.bytes;
+        c.postedPs = it->second.postedPs;
+        c.completedPs = Simulator::Now().GetPicoSeconds();
+        m_recv.erase(it);
+        ++next;
+        ++m_counters.messagesReceived;
+        m_recvCompleteTrace(stream, c.seq, c.bytes, Simulator::Now());
+        if (m_onReceive)
+        {
+            m_onReceive(c);
+        }
+    }
+}
+
+void
+QueuePair::MarkSent(SendMessage& m)
+{
+    m.done = true;
+    while (!m_sendQueue.empty() && m_sendQueue.front().done)
+    {
+        SendMessage front = std::move(m_sendQueue.front());
+        m_sendQueue.pop_front();
+        ++m_sendQueueBase;
+        ++m_counters.messagesSent;
+        if (front.onSent)
+        {
+            RdmaCompletion c;
+            c.stream = front.stream;
+            c.seq = front.seq;
+            c.bytes = front.bytes;
+            c.postedPs = front.postedPs;
+            c.completedPs = Simulator::Now().GetPicoSeconds();
+            front.onSent(c);
+        }
+    }
+}
+
+} // namespace metaroce
+} // namespace ns3

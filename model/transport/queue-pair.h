@@ -1,0 +1,177 @@
+/*
+ * A reliable-connected queue pair, the part both transports share: the verbs-like API
+ * (PostSend of messages on ordered streams, completions), message bookkeeping on both sides,
+ * counters and trace sources. Subclasses (RoCEv2, MetaRoCE) decide what goes on the wire.
+ *
+ * Semantics are RDMA WRITE: every packet carries its message's destination offset; the
+ * receiver completes a message when all its bytes are placed, and completes the messages of
+ * one stream in the order they were posted. Sender completions come in posting order.
+ */
+#ifndef METAROCE_QUEUE_PAIR_H
+#define METAROCE_QUEUE_PAIR_H
+
+#include "model/fabric/fabric-frame.h"
+#include "rdma-header.h"
+
+#include "ns3/callback.h"
+#include "ns3/nstime.h"
+#include "ns3/object.h"
+#include "ns3/traced-callback.h"
+
+#include <boost/dynamic_bitset.hpp>
+#include <deque>
+#include <functional>
+#include <map>
+#include <unordered_map>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+class RdmaNic;
+
+/// A completed message, as a completion-queue entry reports it.
+struct RdmaCompletion
+{
+    uint16_t stream{0};
+    uint32_t seq{0}; //!< the message's position in its stream (0, 1, ...)
+    uint64_t bytes{0};
+    int64_t postedPs{0}; //!< when the sender posted it
+    int64_t completedPs{0};
+};
+
+/// What a QP hands the NIC's arbiter when asked for a frame.
+enum class PullResult : uint8_t
+{
+    Nothing, //!< nothing may be sent on this port now (the QP will call NotifyReady later)
+    Sent,    //!< a frame was produced; nothing more for now
+    More,    //!< a frame was produced and more are ready
+};
+
+class QueuePair : public Object
+{
+  public:
+    static TypeId GetTypeId();
+    QueuePair();
+    ~QueuePair() override;
+
+    using CompletionHandler = std::function<void(const RdmaCompletion&)>;
+
+    /// Posts a message of `bytes` on `stream`; `onSent` runs when the sender's completion
+    /// arrives (every byte acknowledged). Returns the message's sequence number in its stream.
+    uint32_t PostSend(uint64_t bytes, uint16_t stream = 0, CompletionHandler onSent = nullptr);
+    /// Called for every message this QP receives completely, per stream in posting order.
+    void SetReceiveHandler(CompletionHandler h) { m_onReceive = std::move(h); }
+
+    /// Called by the NIC when the QP is added.
+    void Attach(RdmaNic* nic, uint32_t qpn);
+    /// Sets the remote end (NIC id and QPN).
+    void Connect(uint32_t remoteNic, uint32_t remoteQpn);
+    uint32_t GetQpn() const { return m_qpn; }
+    uint32_t GetRemoteNic() const { return m_remoteNic; }
+    uint32_t GetRemoteQpn() const { return m_remoteQpn; }
+    RdmaNic* GetNic() const { return m_nic; }
+    uint32_t GetMtu() const { return m_mtu; }
+
+    /// The NIC's arbiter asks for the next frame to send on `port`.
+    virtual PullResult PullFrame(uint32_t port, FabricFrame& out) = 0;
+    /// A frame for this QP arrived on `port` (its RdmaHeader already removed into h).
+    virtual void Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h) = 0;
+    /// A port of the NIC went down or came back.
+    virtual void NotifyPortState(uint32_t port, bool up) {}
+
+    struct Counters
+    {
+        uint64_t messagesPosted{0};
+        uint64_t bytesPosted{0};
+        uint64_t messagesSent{0};     //!< sender completions
+        uint64_t messagesReceived{0}; //!< receiver completions
+        uint64_t bytesDelivered{0};   //!< payload placed at the receiver, duplicates excluded
+        uint64_t dataPacketsSent{0};  //!< including retransmissions
+        uint64_t retransmittedPackets{0};
+        uint64_t spuriousRetransmissions{0}; //!< retransmitted, yet the original arrived
+        uint64_t duplicatePackets{0};        //!< arrived at the receiver already placed
+        uint64_t outOfOrderDropped{0};       //!< discarded by an in-order receiver
+        uint64_t timeouts{0};
+        uint64_t acksSent{0};
+        uint64_t naksSent{0};
+        uint64_t cnpsSent{0};
+        uint64_t ecnMarkedReceived{0};
+    };
+
+    const Counters& GetCounters() const { return m_counters; }
+    /// Messages posted and not yet completed at the sender.
+    std::size_t GetPendingSends() const { return m_sendQueue.size(); }
+    /// Messages partly received (state still held at the receiver).
+    std::size_t GetPendingReceives() const { return m_recv.size(); }
+
+  protected:
+    void DoDispose() override;
+
+    struct SendMessage
+    {
+        uint64_t bytes{0};
+        uint64_t ackedBytes{0};
+        int64_t postedPs{0};
+        uint32_t seq{0};
+        uint32_t packets{0};
+        uint32_t firstPsn{0}; //!< for transports with one PSN space per QP
+        uint16_t stream{0};
+        bool done{false};
+        CompletionHandler onSent;
+    };
+
+    struct RecvMessage
+    {
+        uint64_t bytes{0};
+        uint64_t received{0};
+        int64_t postedPs{0};
+        boost::dynamic_bitset<uint64_t> placed; //!< per packet; empty for in-order transports
+        bool complete{false};
+    };
+
+    /// Hook: a message was posted (the subclass wakes its sender).
+    virtual void OnPosted() {}
+
+    /// Packets of a message at this QP's MTU (a 0-byte message still sends one packet).
+    uint32_t PacketsOf(uint64_t bytes) const
+    {
+        return bytes == 0 ? 1 : static_cast<uint32_t>((bytes + m_mtu - 1) / m_mtu);
+    }
+
+    /// Builds a frame to the remote NIC carrying h and `payload` bytes.
+    FabricFrame MakeFrame(const RdmaHeader& h, uint32_t payload, uint16_t entropy, bool data);
+    /// Receiver: records a data packet's payload; returns false if it was a duplicate.
+    /// trackPlacement: keep a per-packet bitmap (out-of-order transports).
+    bool Place(const RdmaHeader& h, uint32_t payload, bool trackPlacement);
+    /// Sender: marks message `m` fully acknowledged and releases completions in order.
+    void MarkSent(SendMessage& m);
+
+    std::deque<SendMessage> m_sendQueue;
+    uint32_t m_sendQueueBase{0}; //!< index of m_sendQueue.front() among all messages posted
+    Counters m_counters;
+    RdmaNic* m_nic{nullptr};
+    uint32_t m_qpn{0};
+    uint32_t m_remoteNic{0};
+    uint32_t m_remoteQpn{0};
+    uint32_t m_mtu{4096};
+    uint8_t m_dataTc{3};
+    uint8_t m_controlTc{6};
+
+    TracedCallback<uint32_t, uint32_t> m_retransmitTrace; //!< (psn, path)
+
+  private:
+    void ReleaseReceives(uint16_t stream);
+
+    std::map<std::pair<uint16_t, uint32_t>, RecvMessage> m_recv; //!< (stream, seq)
+    std::unordered_map<uint16_t, uint32_t> m_nextSeqToPost;      //!< per stream
+    std::unordered_map<uint16_t, uint32_t> m_nextSeqToComplete;  //!< per stream, receiver
+    CompletionHandler m_onReceive;
+    TracedCallback<uint16_t, uint32_t, uint64_t, Time> m_recvCompleteTrace;
+};
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif

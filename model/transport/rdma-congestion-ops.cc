@@ -1,0 +1,36 @@
+#include "rdma-congestion-ops.h"
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_OBJECT_ENSURE_REGISTERED(RdmaCongestionOps);
+NS_OBJECT_ENSURE_REGISTERED(RdmaNoCongestionControl);
+
+TypeId
+RdmaCongestionOps::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::metaroce::RdmaCongestionOps").SetParent<Object>().SetGroupName("MetaRoce");
+    return tid;
+}
+
+TypeId
+RdmaNoCongestionControl::GetTypeId()
+{
+    static TypeId tid = TypeId("ns3::metaroce::RdmaNoCongestionControl")
+                            .SetParent<RdmaCongestionOps>()
+                            .SetGroupName("MetaRoce")
+                            .AddConstructor<RdmaNoCongestionControl>();
+    return tid;
+}
+
+Ptr<RdmaCongestionOps>
+RdmaNoCongestionControl::Fork() const
+{
+    return CreateObject<RdmaNoCongestionControl>();
+}
+
+} // namespace metaroce
+} // namespace ns3

@@ -1,0 +1,69 @@
+/*
+ * The transport header both NICs use, serialized as RoCEv2 lays its headers out so that a
+ * frame's size on the wire is right:
+ *   data        BTH (12) + RETH (16) [+ path extension (16), MetaRoCE] + ICRC (4)
+ *   ACK/NAK     BTH (12) + AETH (4) [+ path ACK extension (52), MetaRoCE] + ICRC (4)
+ *   CNP         BTH (12) + 16 reserved + ICRC (4)
+ * RETH's virtual address carries the destination offset and its R_Key the message id, in
+ * every data packet (RDMA WRITE placement). The path extensions are MetaRoCE's: no layout is
+ * public, so their size (16 B on data, 52 B on ACKs: path, epoch, cumulative PSN, a 256-bit
+ * SACK bitmap, the echoed timestamp and the rate hint) is an assumption.
+ */
+#ifndef METAROCE_RDMA_HEADER_H
+#define METAROCE_RDMA_HEADER_H
+
+#include "ns3/header.h"
+
+#include <array>
+#include <cstdint>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+enum class RdmaOpcode : uint8_t
+{
+    Data = 0x0a,     //!< RDMA WRITE (every packet carries RETH)
+    Ack = 0x11,      //!< acknowledge
+    Nak = 0x12,      //!< PSN sequence error (go-back-N)
+    Cnp = 0x81,      //!< congestion notification (DCQCN)
+    PathData = 0x40, //!< MetaRoCE data: RETH + path extension
+    PathAck = 0x41,  //!< MetaRoCE ACK: per-path cumulative PSN + SACK bitmap
+};
+
+class RdmaHeader : public Header
+{
+  public:
+    static TypeId GetTypeId();
+    TypeId GetInstanceTypeId() const override;
+    uint32_t GetSerializedSize() const override { return SizeOf(opcode); }
+    void Serialize(Buffer::Iterator start) const override;
+    uint32_t Deserialize(Buffer::Iterator start) override;
+    void Print(std::ostream& os) const override;
+
+    static uint32_t SizeOf(RdmaOpcode op);
+
+    RdmaOpcode opcode{RdmaOpcode::Data};
+    uint32_t destQpn{0};
+    uint32_t psn{0};      //!< data: QP PSN (RoCEv2) or path PSN; ACK/NAK: cumulative PSN
+    uint16_t stream{0};   //!< ordered stream within the QP
+    uint32_t msgId{0};    //!< RETH R_Key: the message
+    uint64_t offset{0};   //!< RETH VA: destination offset of this payload
+    uint32_t msgBytes{0}; //!< RETH DMA length: the whole message
+    // MetaRoCE path fields
+    uint16_t path{0};
+    uint8_t epoch{0};
+    uint8_t flags{0};               //!< bit 0: ECN echo (ACK); bit 1: retransmission (data)
+    int64_t timestampPs{0};         //!< data: send time; ACK: echoed send time of the acked packet
+    uint32_t rateHintMbps{0};       //!< ACK: receiver's fair-share hint for this sender (0: none)
+    std::array<uint64_t, 4> sack{}; //!< ACK: bit i = path PSN (psn + 1 + i) received
+
+    static constexpr uint8_t kFlagEcnEcho = 1;
+    static constexpr uint8_t kFlagRetransmit = 2;
+};
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif

@@ -1,0 +1,169 @@
+#include "rdma-nic.h"
+
+#include "ns3/abort.h"
+#include "ns3/log.h"
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_LOG_COMPONENT_DEFINE("RdmaNic");
+NS_OBJECT_ENSURE_REGISTERED(RdmaNic);
+
+TypeId
+RdmaNic::GetTypeId()
+{
+    static TypeId tid = TypeId("ns3::metaroce::RdmaNic")
+                            .SetParent<Object>()
+                            .SetGroupName("MetaRoce")
+                            .AddConstructor<RdmaNic>();
+    return tid;
+}
+
+RdmaNic::RdmaNic()
+    : m_qps(1)
+    , m_readyMask(1, 0)
+{
+}
+
+RdmaNic::~RdmaNic() = default;
+
+void
+RdmaNic::DoDispose()
+{
+    for (auto& qp : m_qps)
+    {
+        if (qp)
+        {
+            qp->Dispose();
+        }
+    }
+    m_qps.clear();
+    m_ports.clear();
+    m_host = nullptr;
+    Object::DoDispose();
+}
+
+void
+RdmaNic::Install(Ptr<Node> host, uint32_t nicId)
+{
+    m_host = host;
+    m_nicId = nicId;
+    NS_ABORT_MSG_IF(host->GetNDevices() > 32, "RdmaNic: at most 32 ports");
+    for (uint32_t i = 0; i < host->GetNDevices(); ++i)
+    {
+        auto dev = DynamicCast<FabricNetDevice>(host->GetDevice(i));
+        NS_ABORT_MSG_IF(!dev, "RdmaNic: host device " << i << " is not a fabric port");
+        dev->SetReceiver(this);
+        Port p;
+        p.dev = PeekPointer(dev);
+        m_ports.push_back(p);
+    }
+}
+
+uint32_t
+RdmaNic::AddQueuePair(Ptr<QueuePair> qp)
+{
+    uint32_t qpn = static_cast<uint32_t>(m_qps.size());
+    NS_ABORT_MSG_IF(qpn > 0xffffff, "RdmaNic: out of QPNs");
+    m_qps.push_back(qp);
+    m_readyMask.push_back(0);
+    qp->Attach(this, qpn);
+    return qpn;
+}
+
+Ptr<QueuePair>
+RdmaNic::GetQueuePair(uint32_t qpn) const
+{
+    return qpn < m_qps.size() ? m_qps[qpn] : nullptr;
+}
+
+void
+RdmaNic::NotifyReady(QueuePair* qp, uint32_t port)
+{
+    uint32_t bit = 1u << port;
+    uint32_t& mask = m_readyMask[qp->GetQpn()];
+    if ((mask & bit) == 0)
+    {
+        mask |= bit;
+        m_ports[port].ready.push_back(qp);
+    }
+    FabricNetDevice* dev = m_ports[port].dev;
+    if (!dev->IsBusy() && dev->GetQueuePackets() == 0)
+    {
+        Arbitrate(port);
+    }
+}
+
+void
+RdmaNic::Arbitrate(uint32_t port)
+{
+    Port& p = m_ports[port];
+    if (!p.dev->IsLinkUp())
+    {
+        return; // a dead port takes nothing; its QPs wait (or move, if they can)
+    }
+    uint32_t bit = 1u << port;
+    while (!p.ready.empty())
+    {
+        QueuePair* qp = p.ready.front();
+        p.ready.pop_front();
+        m_readyMask[qp->GetQpn()] &= ~bit;
+        FabricFrame f;
+        PullResult r = qp->PullFrame(port, f);
+        if (r == PullResult::Nothing)
+        {
+            continue;
+        }
+        if (r == PullResult::More)
+        {
+            m_readyMask[qp->GetQpn()] |= bit;
+            p.ready.push_back(qp);
+        }
+        p.dev->Enqueue(std::move(f));
+        return;
+    }
+}
+
+void
+RdmaNic::SendControl(uint32_t port, FabricFrame&& f)
+{
+    m_ports[port].dev->Enqueue(std::move(f));
+}
+
+void
+RdmaNic::ReceiveFrame(FabricNetDevice* port, FabricFrame&& frame)
+{
+    RdmaHeader h;
+    frame.packet->RemoveHeader(h);
+    if (h.destQpn == 0 || h.destQpn >= m_qps.size())
+    {
+        ++m_unknownQp;
+        return;
+    }
+    m_qps[h.destQpn]->Receive(port->GetIfIndex(), frame, h);
+}
+
+void
+RdmaNic::NotifyPortIdle(FabricNetDevice* port)
+{
+    Arbitrate(port->GetIfIndex());
+}
+
+void
+RdmaNic::NotifyLinkChange(FabricNetDevice* port, bool up)
+{
+    uint32_t i = port->GetIfIndex();
+    for (std::size_t q = 1; q < m_qps.size(); ++q)
+    {
+        m_qps[q]->NotifyPortState(i, up);
+    }
+    if (up)
+    {
+        Arbitrate(i);
+    }
+}
+
+} // namespace metaroce
+} // namespace ns3

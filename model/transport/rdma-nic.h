@@ -1,0 +1,80 @@
+/*
+ * An RDMA NIC on a host: one port per plane, a transmit arbiter per port that round-robins
+ * over the queue pairs with something to send, and a receive path that hands each frame to
+ * its queue pair. Control frames (ACK, NAK, CNP) bypass arbitration into the port's
+ * strict-priority queue. The arbiter keeps at most one data frame queued at a port, so
+ * every decision (window, pacing, path choice) is taken when the wire is free.
+ */
+#ifndef METAROCE_RDMA_NIC_H
+#define METAROCE_RDMA_NIC_H
+
+#include "model/fabric/fabric-net-device.h"
+#include "queue-pair.h"
+
+#include "ns3/node.h"
+#include "ns3/object.h"
+
+#include <deque>
+#include <vector>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+class RdmaNic : public Object, public FabricFrameReceiver
+{
+  public:
+    static TypeId GetTypeId();
+    RdmaNic();
+    ~RdmaNic() override;
+
+    /// Takes over every FabricNetDevice of `host`; nicId is the host's fabric address.
+    void Install(Ptr<Node> host, uint32_t nicId);
+    uint32_t GetNicId() const { return m_nicId; }
+    Ptr<Node> GetHost() const { return m_host; }
+    uint32_t GetNPorts() const { return static_cast<uint32_t>(m_ports.size()); }
+    FabricNetDevice* GetPort(uint32_t i) const { return m_ports[i].dev; }
+    bool IsPortUp(uint32_t i) const { return m_ports[i].dev->IsLinkUp(); }
+
+    /// Adds a queue pair and gives it the next QPN (QPNs start at 1).
+    uint32_t AddQueuePair(Ptr<QueuePair> qp);
+    Ptr<QueuePair> GetQueuePair(uint32_t qpn) const;
+    uint32_t GetNQueuePairs() const { return static_cast<uint32_t>(m_qps.size() - 1); }
+
+    /// A queue pair has frames for `port`: queue it in the port's round robin.
+    void NotifyReady(QueuePair* qp, uint32_t port);
+    /// Sends a control frame (ACK, NAK, CNP) now, ahead of data.
+    void SendControl(uint32_t port, FabricFrame&& f);
+
+    // FabricFrameReceiver
+    void ReceiveFrame(FabricNetDevice* port, FabricFrame&& frame) override;
+    void NotifyPortIdle(FabricNetDevice* port) override;
+    void NotifyLinkChange(FabricNetDevice* port, bool up) override;
+
+    uint64_t GetUnknownQpDrops() const { return m_unknownQp; }
+
+  protected:
+    void DoDispose() override;
+
+  private:
+    struct Port
+    {
+        FabricNetDevice* dev{nullptr};
+        std::deque<QueuePair*> ready;
+    };
+
+    void Arbitrate(uint32_t port);
+
+    Ptr<Node> m_host;
+    std::vector<Port> m_ports;
+    std::vector<Ptr<QueuePair>> m_qps; //!< index = QPN; [0] unused
+    std::vector<uint32_t> m_readyMask; //!< per QPN: ports whose round robin holds it
+    uint32_t m_nicId{0};
+    uint64_t m_unknownQp{0};
+};
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif
