@@ -7,12 +7,12 @@
 #ifndef METAROCE_FABRIC_FRAME_H
 #define METAROCE_FABRIC_FRAME_H
 
+#include "ring.h"
+
 #include "ns3/packet.h"
 #include "ns3/ptr.h"
 
 #include <cstdint>
-#include <cstdlib>
-#include <new>
 #include <utility>
 
 namespace ns3
@@ -69,82 +69,8 @@ struct FabricFrame
     }
 };
 
-/// A FIFO of frames that allocates nothing until first used: a fabric has millions of queues
-/// and most are empty, so a std::deque's eager 512-byte block per queue is too costly.
-class FrameRing
-{
-  public:
-    FrameRing() = default;
-    FrameRing(const FrameRing&) = delete;
-    FrameRing& operator=(const FrameRing&) = delete;
-
-    ~FrameRing()
-    {
-        Clear();
-        std::free(m_buf);
-    }
-
-    bool Empty() const { return m_size == 0; }
-
-    uint32_t Size() const { return m_size; }
-
-    FabricFrame& Front() { return m_buf[m_head]; }
-
-    const FabricFrame& Front() const { return m_buf[m_head]; }
-
-    void PushBack(FabricFrame&& f)
-    {
-        if (m_size == m_cap)
-        {
-            Grow();
-        }
-        new (&m_buf[(m_head + m_size) & (m_cap - 1)]) FabricFrame(std::move(f));
-        ++m_size;
-    }
-
-    FabricFrame PopFront()
-    {
-        FabricFrame f(std::move(m_buf[m_head]));
-        m_buf[m_head].~FabricFrame();
-        m_head = (m_head + 1) & (m_cap - 1);
-        --m_size;
-        return f;
-    }
-
-    void Clear()
-    {
-        while (m_size > 0)
-        {
-            PopFront();
-        }
-    }
-
-  private:
-    void Grow()
-    {
-        uint32_t cap = m_cap == 0 ? 4 : m_cap * 2;
-        auto* nb = static_cast<FabricFrame*>(std::malloc(sizeof(FabricFrame) * cap));
-        if (nb == nullptr)
-        {
-            throw std::bad_alloc();
-        }
-        for (uint32_t i = 0; i < m_size; ++i)
-        {
-            FabricFrame& old = m_buf[(m_head + i) & (m_cap - 1)];
-            new (&nb[i]) FabricFrame(std::move(old));
-            old.~FabricFrame();
-        }
-        std::free(m_buf);
-        m_buf = nb;
-        m_cap = cap;
-        m_head = 0;
-    }
-
-    FabricFrame* m_buf{nullptr};
-    uint32_t m_head{0};
-    uint32_t m_size{0};
-    uint32_t m_cap{0};
-};
+/// The FIFO of frames of a port or a link direction.
+using FrameRing = Ring<FabricFrame>;
 
 } // namespace metaroce
 } // namespace ns3

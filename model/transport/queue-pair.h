@@ -120,6 +120,10 @@ class QueuePair : public Object
         uint16_t stream{0};
         bool done{false};
         CompletionHandler onSent;
+        // for transports that acknowledge packets out of order
+        uint32_t nextPkt{0}; //!< next packet never sent yet
+        uint32_t ackedCount{0};
+        boost::dynamic_bitset<uint64_t> ackedPkts;
     };
 
     struct RecvMessage

@@ -54,9 +54,10 @@ class RdmaHeader : public Header
     // MetaRoCE path fields
     uint16_t path{0};
     uint8_t epoch{0};
-    uint8_t flags{0};               //!< bit 0: ECN echo (ACK); bit 1: retransmission (data)
-    int64_t timestampPs{0};         //!< data: send time; ACK: echoed send time of the acked packet
-    uint32_t rateHintMbps{0};       //!< ACK: receiver's fair-share hint for this sender (0: none)
+    uint8_t flags{0};         //!< bit 0: ECN echo (ACK); bit 1: retransmission (data)
+    int64_t timestampPs{0};   //!< data: send time; ACK: echoed send time of the acked packet
+    uint32_t rateHintMbps{0}; //!< ACK: receiver's fair-share hint for this sender (0: none)
+    uint32_t ackBase{0};      //!< path data: every path PSN below it is resolved at the sender
     std::array<uint64_t, 4> sack{}; //!< ACK: bit i = path PSN (psn + 1 + i) received
 
     static constexpr uint8_t kFlagEcnEcho = 1;

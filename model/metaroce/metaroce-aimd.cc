@@ -1,0 +1,153 @@
+#include "metaroce-aimd.h"
+
+#include "ns3/boolean.h"
+#include "ns3/double.h"
+#include "ns3/simulator.h"
+#include "ns3/uinteger.h"
+
+#include <algorithm>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_OBJECT_ENSURE_REGISTERED(MetaRoceAimd);
+
+TypeId
+MetaRoceAimd::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::metaroce::MetaRoceAimd")
+            .SetParent<RdmaCongestionOps>()
+            .SetGroupName("MetaRoce")
+            .AddConstructor<MetaRoceAimd>()
+            .AddAttribute("AdditiveIncrease",
+                          "Packets added to a path's window per RTT without ECN. Assumption: 1.",
+                          DoubleValue(1.0), MakeDoubleAccessor(&MetaRoceAimd::m_ai),
+                          MakeDoubleChecker<double>(0.0, 1024))
+            .AddAttribute("EcnBeta",
+                          "Decrease on ECN: pwnd *= 1 - EcnBeta x marked fraction / 2. "
+                          "Assumption: 1 (DCTCP's rule).",
+                          DoubleValue(1.0), MakeDoubleAccessor(&MetaRoceAimd::m_ecnBeta),
+                          MakeDoubleChecker<double>(0.0, 2.0))
+            .AddAttribute("EcnGain",
+                          "EWMA gain of a path's marked fraction. Assumption: 1/16 (DCTCP's g).",
+                          DoubleValue(1.0 / 16), MakeDoubleAccessor(&MetaRoceAimd::m_ecnGain),
+                          MakeDoubleChecker<double>(0.0, 1.0))
+            .AddAttribute("LossThreshold",
+                          "Losses within one RTT of a path before its window is cut (the talk's "
+                          "N). Assumption: 3.",
+                          UintegerValue(3), MakeUintegerAccessor(&MetaRoceAimd::m_lossThreshold),
+                          MakeUintegerChecker<uint32_t>(1, 1024))
+            .AddAttribute("LossBeta",
+                          "Decrease after LossThreshold losses: pwnd *= 1 - LossBeta. "
+                          "Assumption: 0.5.",
+                          DoubleValue(0.5), MakeDoubleAccessor(&MetaRoceAimd::m_lossBeta),
+                          MakeDoubleChecker<double>(0.0, 1.0))
+            .AddAttribute("UseRateHints", "Pace the QP at the receiver's rate hint (RCN).",
+                          BooleanValue(true), MakeBooleanAccessor(&MetaRoceAimd::m_useHints),
+                          MakeBooleanChecker());
+    return tid;
+}
+
+Ptr<RdmaCongestionOps>
+MetaRoceAimd::Fork() const
+{
+    Ptr<MetaRoceAimd> c = CreateObject<MetaRoceAimd>();
+    c->m_ai = m_ai;
+    c->m_ecnBeta = m_ecnBeta;
+    c->m_ecnGain = m_ecnGain;
+    c->m_lossThreshold = m_lossThreshold;
+    c->m_lossBeta = m_lossBeta;
+    c->m_useHints = m_useHints;
+    return c;
+}
+
+namespace
+{
+/// One multiplicative decrease per path RTT at most.
+bool
+MayDecrease(const CcPath& p, int64_t now)
+{
+    int64_t rtt = p.srttPs > 0 ? p.srttPs : 10000000;
+    return p.lastDecreasePs < 0 || now - p.lastDecreasePs >= rtt;
+}
+} // namespace
+
+void
+MetaRoceAimd::OnAck(CcState& s, uint32_t path, uint64_t ackedBytes, int64_t rttPs, bool ecn)
+{
+    CcPath& p = s.paths[path];
+    if (m_ecnFrac.size() < s.paths.size())
+    {
+        m_ecnFrac.resize(s.paths.size(), 0.0);
+    }
+    double& frac = m_ecnFrac[path];
+    frac = (1 - m_ecnGain) * frac + m_ecnGain * (ecn ? 1.0 : 0.0);
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    double mtu = s.mtu;
+    if (ecn)
+    {
+        if (MayDecrease(p, now))
+        {
+            double f = std::max(frac, m_ecnGain);
+            p.cwndBytes = std::max(mtu, p.cwndBytes * (1 - m_ecnBeta * f / 2));
+            p.lastDecreasePs = now;
+        }
+        return;
+    }
+    if (ackedBytes > 0)
+    {
+        p.cwndBytes += m_ai * mtu * static_cast<double>(ackedBytes) / p.cwndBytes;
+        p.cwndBytes = std::min(p.cwndBytes, p.maxCwndBytes);
+    }
+}
+
+void
+MetaRoceAimd::OnLoss(CcState& s, uint32_t path, uint32_t lost)
+{
+    CcPath& p = s.paths[path];
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t rtt = p.srttPs > 0 ? p.srttPs : 10000000;
+    if (now - p.lossWindowStartPs > rtt)
+    {
+        p.lossWindowStartPs = now;
+        p.lossesInRtt = 0;
+    }
+    p.lossesInRtt += lost;
+    if (p.lossesInRtt >= m_lossThreshold && MayDecrease(p, now))
+    {
+        p.cwndBytes = std::max<double>(s.mtu, p.cwndBytes * (1 - m_lossBeta));
+        p.lastDecreasePs = now;
+        p.lossesInRtt = 0;
+    }
+}
+
+void
+MetaRoceAimd::OnTimeout(CcState& s, uint32_t path)
+{
+    s.paths[path].cwndBytes = s.mtu;
+    s.paths[path].lastDecreasePs = Simulator::Now().GetPicoSeconds();
+}
+
+void
+MetaRoceAimd::OnRateHint(CcState& s, double bps)
+{
+    if (!m_useHints || bps <= 0)
+    {
+        return;
+    }
+    double r = std::min(bps, s.lineRateBps);
+    if (r != s.rateBps)
+    {
+        s.rateBps = r;
+        if (s.onRateChange)
+        {
+            s.onRateChange();
+        }
+    }
+}
+
+} // namespace metaroce
+} // namespace ns3

@@ -1,0 +1,1215 @@
+#include "metaroce-queue-pair.h"
+
+#include "metaroce-aimd.h"
+#include "metaroce-rate-hint.h"
+#include "model/transport/rdma-nic.h"
+
+#include "ns3/boolean.h"
+#include "ns3/enum.h"
+#include "ns3/log.h"
+#include "ns3/object-factory.h"
+#include "ns3/simulator.h"
+#include "ns3/uinteger.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_LOG_COMPONENT_DEFINE("MetaRoceQueuePair");
+NS_OBJECT_ENSURE_REGISTERED(MetaRoceQueuePair);
+
+TypeId
+MetaRoceQueuePair::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::metaroce::MetaRoceQueuePair")
+            .SetParent<QueuePair>()
+            .SetGroupName("MetaRoce")
+            .AddConstructor<MetaRoceQueuePair>()
+            .AddAttribute("MinPaths",
+                          "Paths a connection opens at start and keeps at least. Assumption: "
+                          "12, the scale-out path count on the OCP 2026 slide.",
+                          UintegerValue(12), MakeUintegerAccessor(&MetaRoceQueuePair::m_minPaths),
+                          MakeUintegerChecker<uint32_t>(1, 1024))
+            .AddAttribute("MaxPaths",
+                          "Most paths a connection may open (dynamic path count). Assumption: "
+                          "64.",
+                          UintegerValue(64), MakeUintegerAccessor(&MetaRoceQueuePair::m_maxPaths),
+                          MakeUintegerChecker<uint32_t>(1, 4096))
+            .AddAttribute("InitialPathWindow",
+                          "Initial PWND of a path, in packets. Assumption: 16.", UintegerValue(16),
+                          MakeUintegerAccessor(&MetaRoceQueuePair::m_initialWindow),
+                          MakeUintegerChecker<uint32_t>(1, 256))
+            .AddAttribute("PathWindowCap",
+                          "Largest PWND in packets. Assumption: 128, half the 256-PSN SACK "
+                          "bitmap, so a lost packet and everything sent in the RTT it takes to "
+                          "detect it stay describable.",
+                          UintegerValue(128),
+                          MakeUintegerAccessor(&MetaRoceQueuePair::m_pathWindowCap),
+                          MakeUintegerChecker<uint32_t>(1, 256))
+            .AddAttribute("QpWindowCap",
+                          "Cap on the QP's bytes in flight (QWND), in packets; 0: none.",
+                          UintegerValue(0), MakeUintegerAccessor(&MetaRoceQueuePair::m_qpWindowCap),
+                          MakeUintegerChecker<uint32_t>())
+            .AddAttribute("AckInterval",
+                          "Data packets per ACK on a path (ACK coalescing). A gap is "
+                          "acknowledged at once. Assumption: 1.",
+                          UintegerValue(1), MakeUintegerAccessor(&MetaRoceQueuePair::m_ackInterval),
+                          MakeUintegerChecker<uint32_t>(1, 64))
+            .AddAttribute("AckDelay",
+                          "With coalescing, the longest an ACK waits for more packets. "
+                          "Assumption: 1 us.",
+                          TimeValue(MicroSeconds(1)),
+                          MakeTimeAccessor(&MetaRoceQueuePair::m_ackDelay),
+                          MakeTimeChecker(NanoSeconds(1)))
+            .AddAttribute("RtoMin",
+                          "Floor of a path's retransmission timeout (srtt + 4 rttvar). "
+                          "Assumption: 100 us, the in-datacentre floor of UET's model.",
+                          TimeValue(MicroSeconds(100)),
+                          MakeTimeAccessor(&MetaRoceQueuePair::m_rtoMin),
+                          MakeTimeChecker(MicroSeconds(1)))
+            .AddAttribute("InitialRto",
+                          "Timeout of a path before any RTT sample on the connection. "
+                          "Assumption: 5 ms (above a 1.5 ms scale-across RTT).",
+                          TimeValue(MilliSeconds(5)),
+                          MakeTimeAccessor(&MetaRoceQueuePair::m_initialRto),
+                          MakeTimeChecker(MicroSeconds(1)))
+            .AddAttribute(
+                "PathFailTimeouts", "Consecutive timeouts that retire a path. Assumption: 3.",
+                UintegerValue(3), MakeUintegerAccessor(&MetaRoceQueuePair::m_pathFailTimeouts),
+                MakeUintegerChecker<uint32_t>(1, 100))
+            .AddAttribute("PlaneFailPaths",
+                          "Paths of one plane retired in a row (no ACK from the plane between) "
+                          "that make the plane avoided and probed. Assumption: 2.",
+                          UintegerValue(2),
+                          MakeUintegerAccessor(&MetaRoceQueuePair::m_planeFailPaths),
+                          MakeUintegerChecker<uint32_t>(1, 100))
+            .AddAttribute(
+                "ProbeInterval", "Time between probes of an avoided plane. Assumption: 500 us.",
+                TimeValue(MicroSeconds(500)), MakeTimeAccessor(&MetaRoceQueuePair::m_probeInterval),
+                MakeTimeChecker(MicroSeconds(1)))
+            .AddAttribute("IdleTimeout",
+                          "A path that sent nothing this long closes, down to MinPaths. "
+                          "Assumption: 1 ms.",
+                          TimeValue(MilliSeconds(1)),
+                          MakeTimeAccessor(&MetaRoceQueuePair::m_idleTimeout),
+                          MakeTimeChecker(MicroSeconds(1)))
+            .AddAttribute("GrowPaths",
+                          "Open more paths while every window is at PathWindowCap, the sender "
+                          "is window-limited and no ECN was seen for an RTT.",
+                          BooleanValue(true), MakeBooleanAccessor(&MetaRoceQueuePair::m_growPaths),
+                          MakeBooleanChecker())
+            .AddAttribute("SprayPolicy", "How a chunk picks among a plane's eligible paths.",
+                          EnumValue(ROUND_ROBIN), MakeEnumAccessor(&MetaRoceQueuePair::m_policy),
+                          MakeEnumChecker(ROUND_ROBIN, "RoundRobin", LEAST_LOADED, "LeastLoaded",
+                                          LOWEST_RTT, "LowestRtt"))
+            .AddAttribute("CongestionControl", "Window controller (an RdmaCongestionOps TypeId).",
+                          TypeIdValue(MetaRoceAimd::GetTypeId()),
+                          MakeTypeIdAccessor(&MetaRoceQueuePair::m_ccType), MakeTypeIdChecker())
+            .AddTraceSource("PlaneState",
+                            "A plane was avoided (false) or taken back into use (true).",
+                            MakeTraceSourceAccessor(&MetaRoceQueuePair::m_planeTrace),
+                            "ns3::metaroce::MetaRoceQueuePair::PlaneStateTracedCallback");
+    return tid;
+}
+
+MetaRoceQueuePair::MetaRoceQueuePair()
+    : m_ackDelay(MicroSeconds(1))
+    , m_rtoMin(MicroSeconds(100))
+    , m_initialRto(MilliSeconds(5))
+    , m_probeInterval(MicroSeconds(500))
+    , m_idleTimeout(MilliSeconds(1))
+{
+}
+
+MetaRoceQueuePair::~MetaRoceQueuePair() = default;
+
+void
+MetaRoceQueuePair::DoDispose()
+{
+    m_timer.Cancel();
+    m_paceEvent.Cancel();
+    m_ackFlush.Cancel();
+    if (m_ccOps)
+    {
+        m_ccOps->Dispose();
+    }
+    m_ccOps = nullptr;
+    m_cc.onRateChange = nullptr;
+    m_hint = nullptr;
+    m_paths.clear();
+    QueuePair::DoDispose();
+}
+
+// ---------------------------------------------------------------- set-up and paths
+
+void
+MetaRoceQueuePair::EnsureInit()
+{
+    if (m_init)
+    {
+        return;
+    }
+    m_init = true;
+    m_rng.Seed(Mix64(static_cast<uint64_t>(m_nic->GetNicId()) << 24 | m_qpn));
+    uint32_t planes = m_nic->GetNPorts();
+    m_planes.resize(planes);
+    double line = 0;
+    for (uint32_t p = 0; p < planes; ++p)
+    {
+        line += static_cast<double>(m_nic->GetPort(p)->GetDataRate().GetBitRate());
+        m_planes[p].linkUp = m_nic->IsPortUp(p);
+    }
+    m_cc.lineRateBps = line;
+    m_cc.rateBps = line;
+    m_cc.mtu = m_mtu;
+    m_cc.onRateChange = [this]() { WakeAll(); };
+    ObjectFactory f;
+    f.SetTypeId(m_ccType);
+    m_ccOps = f.Create<RdmaCongestionOps>()->Fork();
+    m_ccOps->Init(m_cc);
+    m_hint = MetaRoceRateHint::Of(m_nic);
+    for (uint32_t i = 0; i < m_minPaths && i < m_maxPaths; ++i)
+    {
+        OpenPath(LeastPopulatedPlane());
+    }
+}
+
+bool
+MetaRoceQueuePair::PlaneUsable(uint32_t plane) const
+{
+    return m_planes[plane].linkUp && !m_planes[plane].avoided;
+}
+
+uint32_t
+MetaRoceQueuePair::LeastPopulatedPlane() const
+{
+    uint32_t best = 0;
+    uint32_t bestCount = std::numeric_limits<uint32_t>::max();
+    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    {
+        if (!PlaneUsable(p))
+        {
+            continue;
+        }
+        uint32_t n = 0;
+        for (uint16_t i : m_planes[p].paths)
+        {
+            n += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
+        }
+        if (n < bestCount)
+        {
+            best = p;
+            bestCount = n;
+        }
+    }
+    return best;
+}
+
+uint32_t
+MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state)
+{
+    uint32_t slot = static_cast<uint32_t>(m_paths.size());
+    for (uint32_t i = 0; i < m_paths.size(); ++i)
+    {
+        if (m_paths[i].state == PATH_RETIRED)
+        {
+            slot = i;
+            break;
+        }
+    }
+    if (slot == m_paths.size())
+    {
+        m_paths.emplace_back();
+        m_cc.paths.emplace_back();
+    }
+    SPath& p = m_paths[slot];
+    uint8_t epoch = static_cast<uint8_t>(p.epoch + 1);
+    p.recs.Release();
+    p = SPath();
+    p.epoch = epoch;
+    p.plane = static_cast<uint8_t>(plane);
+    p.state = state;
+    // A fresh UDP source port: a new ECMP route, with its own PSN space from 0.
+    p.entropy = static_cast<uint16_t>(49152 + m_rng.Next() % 16384);
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    p.lastSendPs = now;
+    p.lastProgressPs = now;
+    p.nextProbePs = now;
+    CcPath& c = m_cc.paths[slot];
+    c = CcPath();
+    c.cwndBytes = static_cast<double>(state == PATH_PROBING ? 1 : m_initialWindow) * m_mtu;
+    c.maxCwndBytes = static_cast<double>(m_pathWindowCap) * m_mtu;
+    m_planes[plane].paths.push_back(static_cast<uint16_t>(slot));
+    ++m_pc.pathsOpened;
+    Wake(plane);
+    return slot;
+}
+
+void
+MetaRoceQueuePair::MoveInflightToRetx(uint32_t i)
+{
+    SPath& p = m_paths[i];
+    for (uint32_t k = 0; k < p.recs.Size(); ++k)
+    {
+        TxRecord& r = p.recs.At(k);
+        if (r.state == REC_INFLIGHT)
+        {
+            r.state = REC_LOST;
+            if (r.msg != kProbe)
+            {
+                m_retx.emplace_back(r.msg, r.pkt);
+            }
+        }
+    }
+    m_cc.paths[i].inflightBytes = 0;
+}
+
+void
+MetaRoceQueuePair::AdvanceBase(uint32_t i)
+{
+    SPath& p = m_paths[i];
+    while (!p.recs.Empty() && p.recs.Front().state != REC_INFLIGHT)
+    {
+        p.recs.PopFront();
+        ++p.cumAck;
+    }
+}
+
+void
+MetaRoceQueuePair::RetirePath(uint32_t i)
+{
+    SPath& p = m_paths[i];
+    if (p.state == PATH_RETIRED)
+    {
+        return;
+    }
+    MoveInflightToRetx(i);
+    p.recs.Release();
+    p.state = PATH_RETIRED;
+    auto& list = m_planes[p.plane].paths;
+    list.erase(std::remove(list.begin(), list.end(), static_cast<uint16_t>(i)), list.end());
+    ++m_pc.pathsRetired;
+}
+
+uint32_t
+MetaRoceQueuePair::GetActivePaths() const
+{
+    uint32_t n = 0;
+    for (const auto& p : m_paths)
+    {
+        n += p.state == PATH_ACTIVE ? 1 : 0;
+    }
+    return n;
+}
+
+uint32_t
+MetaRoceQueuePair::GetActivePathsOnPlane(uint32_t plane) const
+{
+    uint32_t n = 0;
+    if (plane < m_planes.size())
+    {
+        for (uint16_t i : m_planes[plane].paths)
+        {
+            n += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
+        }
+    }
+    return n;
+}
+
+double
+MetaRoceQueuePair::GetQpWindowBytes() const
+{
+    double w = 0;
+    for (uint32_t i = 0; i < m_paths.size(); ++i)
+    {
+        if (m_paths[i].state == PATH_ACTIVE)
+        {
+            w += m_cc.paths[i].cwndBytes;
+        }
+    }
+    return w;
+}
+
+bool
+MetaRoceQueuePair::IsPlaneAvoided(uint32_t plane) const
+{
+    return plane < m_planes.size() && (m_planes[plane].avoided || !m_planes[plane].linkUp);
+}
+
+MetaRoceQueuePair::PathView
+MetaRoceQueuePair::GetPath(uint32_t i) const
+{
+    const SPath& p = m_paths[i];
+    const CcPath& c = m_cc.paths[i];
+    return {p.plane,     p.entropy,       p.epoch, static_cast<PathState>(p.state),
+            c.cwndBytes, c.inflightBytes, c.srttPs};
+}
+
+// ---------------------------------------------------------------- sending
+
+void
+MetaRoceQueuePair::OnPosted()
+{
+    EnsureInit();
+    WakeAll();
+}
+
+void
+MetaRoceQueuePair::Wake(uint32_t plane)
+{
+    if (m_nic != nullptr && plane < m_planes.size() && m_planes[plane].linkUp)
+    {
+        m_nic->NotifyReady(this, plane);
+    }
+}
+
+void
+MetaRoceQueuePair::WakeAll()
+{
+    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    {
+        Wake(p);
+    }
+}
+
+void
+MetaRoceQueuePair::PacingWake()
+{
+    WakeAll();
+}
+
+bool
+MetaRoceQueuePair::Eligible(uint32_t i) const
+{
+    const SPath& p = m_paths[i];
+    const CcPath& c = m_cc.paths[i];
+    if (p.state != PATH_ACTIVE)
+    {
+        return false;
+    }
+    if (p.psnNext - p.cumAck >= kSackBits)
+    {
+        return false; // the receiver's bitmap could not describe more
+    }
+    return c.inflightBytes == 0 || c.inflightBytes + m_mtu <= c.cwndBytes;
+}
+
+int32_t
+MetaRoceQueuePair::SelectPath(uint32_t plane, int64_t now) const
+{
+    const Plane& pl = m_planes[plane];
+    const std::size_t n = pl.paths.size();
+    int32_t best = -1;
+    double bestScore = 0;
+    for (std::size_t k = 0; k < n; ++k)
+    {
+        // Round robin starts after the last path used; the others scan all.
+        uint16_t i = pl.paths[(pl.rr + k) % n];
+        if (!Eligible(i))
+        {
+            continue;
+        }
+        if (m_policy == ROUND_ROBIN)
+        {
+            return i;
+        }
+        const CcPath& c = m_cc.paths[i];
+        double score = m_policy == LEAST_LOADED ? static_cast<double>(c.inflightBytes) / c.cwndBytes
+                                                : static_cast<double>(c.srttPs);
+        if (best < 0 || score < bestScore)
+        {
+            best = i;
+            bestScore = score;
+        }
+    }
+    return best;
+}
+
+bool
+MetaRoceQueuePair::NextChunk(uint64_t& msg, uint32_t& pkt, bool& retx)
+{
+    while (!m_retx.empty())
+    {
+        auto [m, k] = m_retx.front();
+        m_retx.pop_front();
+        if (m < m_sendQueueBase || Msg(m).ackedPkts.test(k))
+        {
+            continue; // acknowledged meanwhile
+        }
+        msg = m;
+        pkt = k;
+        retx = true;
+        return true;
+    }
+    while (m_txMsg - m_sendQueueBase < m_sendQueue.size())
+    {
+        SendMessage& m = Msg(m_txMsg);
+        if (m.nextPkt < m.packets)
+        {
+            if (m.ackedPkts.empty())
+            {
+                m.ackedPkts.resize(m.packets);
+            }
+            msg = m_txMsg;
+            pkt = m.nextPkt++;
+            retx = false;
+            return true;
+        }
+        ++m_txMsg;
+    }
+    return false;
+}
+
+bool
+MetaRoceQueuePair::HasData()
+{
+    while (!m_retx.empty())
+    {
+        auto [m, k] = m_retx.front();
+        if (m >= m_sendQueueBase && !Msg(m).ackedPkts.test(k))
+        {
+            return true;
+        }
+        m_retx.pop_front();
+    }
+    if (m_txMsg < m_sendQueueBase)
+    {
+        m_txMsg = m_sendQueueBase;
+    }
+    while (m_txMsg - m_sendQueueBase < m_sendQueue.size())
+    {
+        const SendMessage& m = Msg(m_txMsg);
+        if (m.nextPkt < m.packets)
+        {
+            return true;
+        }
+        ++m_txMsg;
+    }
+    return false;
+}
+
+PullResult
+MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
+{
+    EnsureInit();
+    Plane& pl = m_planes[port];
+    if (!pl.linkUp)
+    {
+        return PullResult::Nothing;
+    }
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    RdmaHeader h;
+    h.opcode = RdmaOpcode::PathData;
+    h.destQpn = m_remoteQpn;
+    h.timestampPs = now;
+    uint32_t payload = 0;
+    uint32_t slot = 0;
+    TxRecord rec{};
+    if (pl.avoided)
+    {
+        // Probe the plane with an empty packet, one at a time, while there is work.
+        int32_t probe = -1;
+        for (uint16_t i : pl.paths)
+        {
+            if (m_paths[i].state != PATH_PROBING)
+            {
+                continue;
+            }
+            AdvanceBase(i); // a probe that timed out is resolved: another may go
+            if (m_paths[i].recs.Empty() && now >= m_paths[i].nextProbePs)
+            {
+                probe = i;
+            }
+        }
+        if (probe < 0 || !HasData())
+        {
+            return PullResult::Nothing;
+        }
+        slot = static_cast<uint32_t>(probe);
+        m_paths[slot].nextProbePs = now + m_probeInterval.GetPicoSeconds();
+        rec = {kProbe, now, 0, 0, REC_INFLIGHT};
+        h.msgBytes = 0;
+        ++m_pc.probesSent;
+    }
+    else
+    {
+        if (!HasData())
+        {
+            return PullResult::Nothing;
+        }
+        if (m_cc.rateBps < m_cc.lineRateBps && now < m_paceVirtPs)
+        {
+            if (!m_paceEvent.IsRunning())
+            {
+                m_paceEvent = Simulator::Schedule(PicoSeconds(m_paceVirtPs - now),
+                                                  &MetaRoceQueuePair::PacingWake, this);
+            }
+            return PullResult::Nothing;
+        }
+        if (m_qpWindowCap != 0)
+        {
+            uint64_t inflight = 0;
+            for (const auto& c : m_cc.paths)
+            {
+                inflight += c.inflightBytes;
+            }
+            if (inflight + m_mtu > static_cast<uint64_t>(m_qpWindowCap) * m_mtu)
+            {
+                return PullResult::Nothing;
+            }
+        }
+        int32_t s = SelectPath(port, now);
+        if (s < 0)
+        {
+            m_windowLimited = true;
+            return PullResult::Nothing;
+        }
+        slot = static_cast<uint32_t>(s);
+        uint64_t msg = 0;
+        uint32_t pkt = 0;
+        bool retx = false;
+        NextChunk(msg, pkt, retx);
+        const SendMessage& m = Msg(msg);
+        uint64_t offset = static_cast<uint64_t>(pkt) * m_mtu;
+        payload = static_cast<uint32_t>(std::min<uint64_t>(m_mtu, m.bytes - offset));
+        h.stream = m.stream;
+        h.msgId = m.seq;
+        h.offset = offset;
+        h.msgBytes = static_cast<uint32_t>(m.bytes);
+        if (retx)
+        {
+            h.flags |= RdmaHeader::kFlagRetransmit;
+            ++m_counters.retransmittedPackets;
+            m_retransmitTrace(m_paths[slot].psnNext, slot);
+        }
+        rec = {msg, now, pkt, payload, REC_INFLIGHT};
+        pl.rr = static_cast<uint32_t>(
+            (std::find(pl.paths.begin(), pl.paths.end(), static_cast<uint16_t>(slot)) -
+             pl.paths.begin()) +
+            1);
+        ++m_counters.dataPacketsSent;
+    }
+    SPath& p = m_paths[slot];
+    CcPath& c = m_cc.paths[slot];
+    AdvanceBase(slot);
+    h.path = static_cast<uint16_t>(slot);
+    h.epoch = p.epoch;
+    h.psn = p.psnNext++;
+    // The receiver may forget PSNs below this: their data was acknowledged or resent.
+    h.ackBase = p.cumAck;
+    if (c.inflightBytes == 0 && p.recs.Empty())
+    {
+        p.lastProgressPs = now; // the timer counts from the first packet outstanding
+    }
+    p.recs.PushBack(std::move(rec));
+    c.inflightBytes += payload;
+    p.lastSendPs = now;
+    out = MakeFrame(h, payload, p.entropy, true);
+    if (m_cc.rateBps < m_cc.lineRateBps)
+    {
+        m_paceVirtPs =
+            std::max(m_paceVirtPs, now) + static_cast<int64_t>(out.wireBytes * 8e12 / m_cc.rateBps);
+    }
+    ArmTimer(now + RtoPs(slot));
+    if (pl.avoided)
+    {
+        return PullResult::Sent;
+    }
+    bool more = HasData() && SelectPath(port, now) >= 0 &&
+                (m_cc.rateBps >= m_cc.lineRateBps || m_paceVirtPs <= now);
+    return more ? PullResult::More : PullResult::Sent;
+}
+
+// ---------------------------------------------------------------- timers and health
+
+int64_t
+MetaRoceQueuePair::RtoPs(uint32_t i) const
+{
+    const CcPath& c = m_cc.paths[i];
+    if (m_paths[i].state == PATH_PROBING)
+    {
+        return m_probeInterval.GetPicoSeconds();
+    }
+    int64_t srtt = c.srttPs > 0 ? c.srttPs : m_qpSrttPs;
+    if (srtt <= 0)
+    {
+        return m_initialRto.GetPicoSeconds();
+    }
+    int64_t var = c.srttPs > 0 ? m_paths[i].rttvarPs : srtt / 2;
+    return std::max(m_rtoMin.GetPicoSeconds(), srtt + 4 * var);
+}
+
+void
+MetaRoceQueuePair::ArmTimer(int64_t at)
+{
+    if (m_timer.IsRunning() && m_timerAtPs <= at)
+    {
+        return;
+    }
+    m_timer.Cancel();
+    m_timerAtPs = at;
+    m_timer = Simulator::Schedule(PicoSeconds(at - Simulator::Now().GetPicoSeconds()),
+                                  &MetaRoceQueuePair::Housekeeping, this);
+}
+
+void
+MetaRoceQueuePair::Housekeeping()
+{
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    m_timerAtPs = -1;
+    int64_t next = std::numeric_limits<int64_t>::max();
+    bool work = HasData() || !m_sendQueue.empty();
+    uint32_t active = GetActivePaths();
+    for (uint32_t i = 0; i < m_paths.size(); ++i)
+    {
+        SPath& p = m_paths[i];
+        if (p.state == PATH_RETIRED)
+        {
+            continue;
+        }
+        bool outstanding =
+            m_cc.paths[i].inflightBytes > 0 || (p.state == PATH_PROBING && !p.recs.Empty() &&
+                                                p.recs.At(p.recs.Size() - 1).state == REC_INFLIGHT);
+        if (outstanding)
+        {
+            int64_t deadline = p.lastProgressPs + RtoPs(i);
+            if (now >= deadline)
+            {
+                PathTimeout(i, now);
+                if (m_paths[i].state != PATH_RETIRED)
+                {
+                    next = std::min(next, now + RtoPs(i));
+                }
+            }
+            else
+            {
+                next = std::min(next, deadline);
+            }
+        }
+        else if (p.state == PATH_ACTIVE && active > m_minPaths)
+        {
+            int64_t idleAt = p.lastSendPs + m_idleTimeout.GetPicoSeconds();
+            if (now >= idleAt)
+            {
+                RetirePath(i);
+                --active;
+                ++m_pc.pathsClosedIdle;
+            }
+            else if (work)
+            {
+                next = std::min(next, idleAt);
+            }
+        }
+        else if (p.state == PATH_PROBING && work)
+        {
+            if (now >= p.nextProbePs)
+            {
+                Wake(p.plane);
+                next = std::min(next, now + m_probeInterval.GetPicoSeconds());
+            }
+            else
+            {
+                next = std::min(next, p.nextProbePs);
+            }
+        }
+        else if (p.state == PATH_DRAINING)
+        {
+            RetirePath(i);
+        }
+    }
+    if (next != std::numeric_limits<int64_t>::max())
+    {
+        ArmTimer(std::max(next, now + 1));
+    }
+}
+
+void
+MetaRoceQueuePair::PathTimeout(uint32_t i, int64_t now)
+{
+    SPath& p = m_paths[i];
+    ++m_counters.timeouts;
+    MoveInflightToRetx(i);
+    p.lastProgressPs = now;
+    if (p.state == PATH_PROBING)
+    {
+        return; // the plane is still silent: probe again at the next interval
+    }
+    m_ccOps->OnTimeout(m_cc, i);
+    ++p.consecutiveTimeouts;
+    if (p.consecutiveTimeouts >= m_pathFailTimeouts)
+    {
+        uint32_t plane = p.plane;
+        Plane& pl = m_planes[plane];
+        ++pl.retiredInRow;
+        RetirePath(i);
+        if (pl.retiredInRow >= m_planeFailPaths && !pl.avoided)
+        {
+            AvoidPlane(plane, now);
+        }
+        else
+        {
+            OpenPath(plane); // new entropy: maybe a working route in the same plane
+        }
+    }
+    WakeAll();
+}
+
+void
+MetaRoceQueuePair::AvoidPlane(uint32_t plane, int64_t now)
+{
+    Plane& pl = m_planes[plane];
+    pl.avoided = true;
+    ++m_pc.planeFailovers;
+    m_pc.lastPlaneAvoidedPs = now;
+    m_planeTrace(plane, false);
+    uint32_t lost = 0;
+    for (uint16_t i : std::vector<uint16_t>(pl.paths))
+    {
+        lost += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
+        RetirePath(i);
+    }
+    // Keep the connection's path count: replacements go to the usable planes.
+    bool any = false;
+    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    {
+        any = any || PlaneUsable(p);
+    }
+    for (uint32_t k = 0; k < std::max(lost, 1u) && any; ++k)
+    {
+        OpenPath(LeastPopulatedPlane());
+    }
+    if (pl.linkUp)
+    {
+        uint32_t probe = OpenPath(plane, PATH_PROBING);
+        m_paths[probe].nextProbePs = now + m_probeInterval.GetPicoSeconds();
+        ArmTimer(m_paths[probe].nextProbePs);
+    }
+    WakeAll();
+}
+
+void
+MetaRoceQueuePair::PlaneUsable(uint32_t plane, int64_t now)
+{
+    Plane& pl = m_planes[plane];
+    bool wasAvoided = pl.avoided;
+    pl.avoided = false;
+    pl.retiredInRow = 0;
+    ++m_pc.planeRecoveries;
+    m_pc.lastPlaneRecoveredPs = now;
+    m_planeTrace(plane, true);
+    for (uint16_t i : pl.paths)
+    {
+        if (m_paths[i].state == PATH_PROBING)
+        {
+            m_paths[i].state = PATH_ACTIVE;
+            m_cc.paths[i].cwndBytes = static_cast<double>(m_initialWindow) * m_mtu;
+        }
+    }
+    (void) wasAvoided;
+    Rebalance();
+    WakeAll();
+}
+
+void
+MetaRoceQueuePair::Rebalance()
+{
+    // Even spread over the usable planes: open paths on planes below the mean and let the
+    // surplus of the others drain (no data is cut off in flight).
+    uint32_t usable = 0;
+    uint32_t total = 0;
+    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    {
+        if (PlaneUsable(p))
+        {
+            ++usable;
+            total += GetActivePathsOnPlane(p);
+        }
+    }
+    if (usable == 0)
+    {
+        return;
+    }
+    total = std::max(total, m_minPaths);
+    uint32_t floorShare = total / usable;
+    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    {
+        while (PlaneUsable(p) && GetActivePathsOnPlane(p) < floorShare)
+        {
+            OpenPath(p);
+        }
+    }
+    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    {
+        uint32_t have = GetActivePathsOnPlane(p);
+        for (uint16_t i : m_planes[p].paths)
+        {
+            if (have <= floorShare + 1 || GetActivePaths() <= total)
+            {
+                break;
+            }
+            if (m_paths[i].state == PATH_ACTIVE)
+            {
+                m_paths[i].state = PATH_DRAINING;
+                --have;
+            }
+        }
+    }
+    ArmTimer(Simulator::Now().GetPicoSeconds() + m_rtoMin.GetPicoSeconds());
+}
+
+void
+MetaRoceQueuePair::NotifyPortState(uint32_t port, bool up)
+{
+    if (!m_init || port >= m_planes.size())
+    {
+        return;
+    }
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    Plane& pl = m_planes[port];
+    if (!up)
+    {
+        // The NIC sees its own link fail: no need to wait for timeouts.
+        pl.linkUp = false;
+        uint32_t lost = 0;
+        for (uint16_t i : std::vector<uint16_t>(pl.paths))
+        {
+            lost += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
+            RetirePath(i);
+        }
+        ++m_pc.planeFailovers;
+        m_pc.lastPlaneAvoidedPs = now;
+        m_planeTrace(port, false);
+        for (uint32_t k = 0; k < lost; ++k)
+        {
+            OpenPath(LeastPopulatedPlane());
+        }
+        WakeAll();
+    }
+    else
+    {
+        pl.linkUp = true;
+        PlaneUsable(port, now);
+    }
+}
+
+void
+MetaRoceQueuePair::MaybeGrow(int64_t now)
+{
+    if (!m_growPaths || !m_windowLimited)
+    {
+        return;
+    }
+    uint32_t active = GetActivePaths();
+    if (active >= m_maxPaths || now - m_lastGrowPs < m_qpSrttPs)
+    {
+        return;
+    }
+    if (m_lastEcnPs >= 0 && now - m_lastEcnPs < m_qpSrttPs)
+    {
+        return; // the network pushes back: more paths would only add aggression
+    }
+    double cap = static_cast<double>(m_pathWindowCap) * m_mtu;
+    for (uint32_t i = 0; i < m_paths.size(); ++i)
+    {
+        if (m_paths[i].state == PATH_ACTIVE && m_cc.paths[i].cwndBytes < 0.9 * cap)
+        {
+            return; // some path can still grow its own window
+        }
+    }
+    OpenPath(LeastPopulatedPlane());
+    ++m_pc.pathsGrown;
+    m_lastGrowPs = now;
+    m_windowLimited = false;
+}
+
+// ---------------------------------------------------------------- receiving
+
+void
+MetaRoceQueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
+{
+    EnsureInit();
+    if (h.opcode == RdmaOpcode::PathData)
+    {
+        ReceiveData(port, frame, h);
+    }
+    else if (h.opcode == RdmaOpcode::PathAck)
+    {
+        ReceiveAck(port, h);
+    }
+}
+
+void
+MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
+{
+    m_hint->OnData(m_qpn);
+    if (h.path >= m_rx.size())
+    {
+        m_rx.resize(h.path + 1);
+    }
+    RPath& r = m_rx[h.path];
+    if (!r.init || static_cast<int8_t>(h.epoch - r.epoch) > 0)
+    {
+        r = RPath();
+        r.init = true;
+        r.epoch = h.epoch;
+    }
+    bool current = r.epoch == h.epoch;
+    bool gap = false;
+    if (current)
+    {
+        r.port = static_cast<uint8_t>(port);
+        r.entropy = frame.entropy;
+        r.lastTsPs = h.timestampPs;
+        if (frame.ecn == ECN_CE)
+        {
+            r.ecn = true;
+            ++m_counters.ecnMarkedReceived;
+        }
+        if (h.ackBase > r.cum)
+        {
+            // The sender gave up on PSNs below ackBase (lost, resent elsewhere): slide past.
+            uint32_t d = h.ackBase - r.cum;
+            bool baseReceived = d - 1 < kSackBits && r.above.Test(d - 1);
+            r.above.ShiftRight(d);
+            r.cum = h.ackBase;
+            if (baseReceived)
+            {
+                bool next;
+                do
+                {
+                    next = r.above.Test(0);
+                    r.above.ShiftRight1();
+                    ++r.cum;
+                } while (next);
+            }
+        }
+        uint32_t x = h.psn;
+        if (x == r.cum)
+        {
+            bool next;
+            do
+            {
+                next = r.above.Test(0);
+                r.above.ShiftRight1();
+                ++r.cum;
+            } while (next);
+        }
+        else if (x > r.cum && x - r.cum - 1 < kSackBits)
+        {
+            r.above.Set(x - r.cum - 1);
+            gap = true; // a hole below x: the sender must hear of it now
+        }
+        ++r.unacked;
+    }
+    uint32_t payload = frame.packet->GetSize();
+    if (h.msgBytes != 0 || payload != 0)
+    {
+        Place(h, payload, true);
+    }
+    if (!current)
+    {
+        return; // an older epoch's packet: placed if new, its path state is gone
+    }
+    if (r.unacked >= m_ackInterval || gap || h.msgBytes == 0)
+    {
+        SendPathAck(h.path);
+    }
+    else if (!m_ackFlush.IsRunning())
+    {
+        m_ackFlush = Simulator::Schedule(m_ackDelay, &MetaRoceQueuePair::FlushAcks, this);
+    }
+}
+
+void
+MetaRoceQueuePair::FlushAcks()
+{
+    for (uint32_t i = 0; i < m_rx.size(); ++i)
+    {
+        if (m_rx[i].init && m_rx[i].unacked > 0)
+        {
+            SendPathAck(i);
+        }
+    }
+}
+
+void
+MetaRoceQueuePair::SendPathAck(uint32_t pathId)
+{
+    RPath& r = m_rx[pathId];
+    RdmaHeader a;
+    a.opcode = RdmaOpcode::PathAck;
+    a.destQpn = m_remoteQpn;
+    a.psn = r.cum;
+    a.path = static_cast<uint16_t>(pathId);
+    a.epoch = r.epoch;
+    a.sack = r.above.w;
+    a.timestampPs = r.lastTsPs;
+    a.flags = r.ecn ? RdmaHeader::kFlagEcnEcho : 0;
+    a.rateHintMbps = static_cast<uint32_t>(std::min(m_hint->HintBps() / 1e6, 4.0e9));
+    r.ecn = false;
+    r.unacked = 0;
+    ++m_counters.acksSent;
+    m_nic->SendControl(r.port, MakeFrame(a, 0, r.entropy, false));
+}
+
+uint64_t
+MetaRoceQueuePair::AckChunk(const TxRecord& r)
+{
+    if (r.msg == kProbe)
+    {
+        return 0;
+    }
+    if (r.msg < m_sendQueueBase || Msg(r.msg).ackedPkts.test(r.pkt))
+    {
+        ++m_counters.spuriousRetransmissions; // two copies of this chunk arrived
+        return 0;
+    }
+    SendMessage& m = Msg(r.msg);
+    m.ackedPkts.set(r.pkt);
+    ++m.ackedCount;
+    m.ackedBytes += r.payload;
+    if (m.ackedCount == m.packets)
+    {
+        MarkSent(m);
+    }
+    return r.payload;
+}
+
+void
+MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
+{
+    if (h.path >= m_paths.size())
+    {
+        ++m_pc.staleAcks;
+        return;
+    }
+    SPath& p = m_paths[h.path];
+    if (p.state == PATH_RETIRED || p.epoch != h.epoch || h.psn > p.psnNext)
+    {
+        ++m_pc.staleAcks; // an ACK of a path that was retired or renumbered since
+        return;
+    }
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    CcPath& c = m_cc.paths[h.path];
+    uint64_t acked = 0;
+    bool probeAcked = false;
+    auto take = [&](TxRecord& r)
+    {
+        if (r.state == REC_INFLIGHT)
+        {
+            c.inflightBytes -= r.payload;
+        }
+        if (r.state != REC_ACKED)
+        {
+            probeAcked = probeAcked || r.msg == kProbe;
+            acked += AckChunk(r);
+            r.state = REC_ACKED;
+        }
+    };
+    // Everything below the cumulative PSN arrived.
+    while (p.cumAck < h.psn)
+    {
+        TxRecord r = p.recs.PopFront();
+        ++p.cumAck;
+        take(r);
+    }
+    AdvanceBase(h.path);
+    // SACKed packets above it; any hole below the highest one is a loss.
+    int64_t highest = -1;
+    for (uint32_t i = 0; i < kSackBits; ++i)
+    {
+        uint32_t psn = h.psn + 1 + i;
+        if (psn >= p.psnNext)
+        {
+            break;
+        }
+        if ((h.sack[i >> 6] >> (i & 63)) & 1)
+        {
+            if (psn >= p.cumAck)
+            {
+                take(p.recs.At(psn - p.cumAck));
+            }
+            highest = psn;
+        }
+    }
+    uint32_t lost = 0;
+    for (int64_t psn = std::max(h.psn, p.cumAck); psn < highest; ++psn)
+    {
+        TxRecord& r = p.recs.At(static_cast<uint32_t>(psn - p.cumAck));
+        if (r.state == REC_INFLIGHT)
+        {
+            r.state = REC_LOST;
+            c.inflightBytes -= r.payload;
+            if (r.msg != kProbe)
+            {
+                m_retx.emplace_back(r.msg, r.pkt);
+            }
+            ++lost;
+        }
+    }
+    AdvanceBase(h.path);
+    // RTT from the echoed timestamp (RFC 6298 smoothing).
+    int64_t rtt = h.timestampPs > 0 ? now - h.timestampPs : -1;
+    if (rtt > 0)
+    {
+        if (c.srttPs == 0)
+        {
+            c.srttPs = rtt;
+            p.rttvarPs = rtt / 2;
+        }
+        else
+        {
+            p.rttvarPs = (3 * p.rttvarPs + std::abs(c.srttPs - rtt)) / 4;
+            c.srttPs = (7 * c.srttPs + rtt) / 8;
+        }
+        c.minRttPs = c.minRttPs == 0 ? rtt : std::min(c.minRttPs, rtt);
+        m_qpSrttPs = m_qpSrttPs == 0 ? rtt : (7 * m_qpSrttPs + rtt) / 8;
+    }
+    p.consecutiveTimeouts = 0;
+    p.lastProgressPs = now;
+    Plane& pl = m_planes[p.plane];
+    pl.retiredInRow = 0;
+    bool ecn = (h.flags & RdmaHeader::kFlagEcnEcho) != 0;
+    if (ecn)
+    {
+        m_lastEcnPs = now;
+    }
+    if (probeAcked && pl.avoided)
+    {
+        PlaneUsable(p.plane, now);
+    }
+    if (p.state == PATH_ACTIVE)
+    {
+        m_ccOps->OnAck(m_cc, h.path, acked, rtt, ecn);
+        if (lost > 0)
+        {
+            m_pc.lossesDetected += lost;
+            m_ccOps->OnLoss(m_cc, h.path, lost);
+        }
+    }
+    if (h.rateHintMbps != 0)
+    {
+        m_ccOps->OnRateHint(m_cc, h.rateHintMbps * 1e6);
+    }
+    if (p.state == PATH_DRAINING && c.inflightBytes == 0)
+    {
+        RetirePath(h.path);
+    }
+    MaybeGrow(now);
+    if (lost > 0)
+    {
+        WakeAll();
+    }
+    else
+    {
+        Wake(p.plane);
+    }
+}
+
+} // namespace metaroce
+} // namespace ns3

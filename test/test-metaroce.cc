@@ -1,0 +1,333 @@
+// MetaRoCE: selective retransmission, reordering tolerance, per-path AIMD, rate hints,
+// plane failover and recovery, exactly-once delivery, bounded state.
+#include "helper/fabric-helper.h"
+#include "helper/rdma-helper.h"
+#include "model/metaroce/metaroce-aimd.h"
+#include "model/metaroce/metaroce-queue-pair.h"
+#include "model/metaroce/metaroce-rate-hint.h"
+#include "test-util.h"
+
+#include "ns3/uinteger.h"
+
+#include <catch2/catch.hpp>
+#include <set>
+
+using namespace ns3;
+using namespace ns3::metaroce;
+using namespace ns3::metaroce::test;
+
+namespace
+{
+struct World
+{
+    std::unique_ptr<Fabric> fabric;
+    std::unique_ptr<RdmaHelper> rdma;
+
+    explicit World(const TopologySpec& topo)
+    {
+        fabric = FabricHelper().Build(topo);
+        int64_t s = 1 + fabric->AssignStreams(1);
+        rdma = std::make_unique<RdmaHelper>(*fabric, s);
+        rdma->InstallNics();
+        rdma->SetQueuePairType("ns3::metaroce::MetaRoceQueuePair");
+    }
+
+    explicit World(const nlohmann::json& topo)
+        : World(ParseTopology(topo, "topology"))
+    {
+    }
+
+    explicit World(const char* file)
+        : World(LoadTopologyFile(file))
+    {
+    }
+
+    std::pair<Ptr<MetaRoceQueuePair>, Ptr<MetaRoceQueuePair>> Connect(uint32_t a, uint32_t b)
+    {
+        auto [x, y] = rdma->Connect(a, b);
+        return {StaticCast<MetaRoceQueuePair>(x), StaticCast<MetaRoceQueuePair>(y)};
+    }
+};
+
+/// Drops chosen data frames arriving at a port (by arrival count), forwarding all else.
+class DropFilter : public FabricFrameReceiver
+{
+  public:
+    DropFilter(FabricFrameReceiver* inner, std::set<uint64_t> drop)
+        : m_inner(inner)
+        , m_drop(std::move(drop))
+    {
+    }
+
+    void ReceiveFrame(FabricNetDevice* port, FabricFrame&& f) override
+    {
+        if (f.tc != 6 && m_drop.count(m_seen++) != 0)
+        {
+            ++dropped;
+            return;
+        }
+        m_inner->ReceiveFrame(port, std::move(f));
+    }
+
+    void NotifyDequeue(FabricNetDevice* p, const FabricFrame& f) override
+    {
+        m_inner->NotifyDequeue(p, f);
+    }
+
+    void NotifyPortIdle(FabricNetDevice* p) override { m_inner->NotifyPortIdle(p); }
+
+    void NotifyLinkChange(FabricNetDevice* p, bool up) override
+    {
+        m_inner->NotifyLinkChange(p, up);
+    }
+
+    uint64_t dropped{0};
+
+  private:
+    FabricFrameReceiver* m_inner;
+    std::set<uint64_t> m_drop;
+    uint64_t m_seen{0};
+};
+
+const char* kLab = "topologies/fpf-8x100g-lab.json";
+} // namespace
+
+TEST_CASE("MetaRoCE: one dropped packet, exactly one retransmission", "[metaroce]")
+{
+    SimGuard guard;
+    World w(kLab);
+    auto [tx, rx] = w.Connect(0, 1);
+    Ptr<FabricSwitch> leaf = w.fabric->Switch(0, 2, 0, 0); // plane 2, NIC 0's leaf
+    DropFilter filter(PeekPointer(leaf), {5});
+    leaf->GetPort(0)->SetReceiver(&filter);
+    tx->PostSend(8 << 20);
+    Simulator::Run();
+    CHECK(filter.dropped == 1);
+    CHECK(tx->GetCounters().retransmittedPackets == 1);
+    CHECK(tx->GetCounters().spuriousRetransmissions == 0);
+    CHECK(tx->GetCounters().timeouts == 0); // found by the SACK gap, not a timer
+    CHECK(rx->GetCounters().duplicatePackets == 0);
+    CHECK(rx->GetCounters().bytesDelivered == 8 << 20);
+    CHECK(tx->GetCounters().messagesSent == 1);
+}
+
+TEST_CASE("MetaRoCE: reordering across paths alone retransmits nothing", "[metaroce]")
+{
+    SimGuard guard;
+    World w(kLab);
+    // Plane 0's links are 20 us long, the others 25 ns: packets sprayed over the planes
+    // arrive far out of order.
+    for (uint32_t n = 0; n < 2; ++n)
+    {
+        w.fabric->HostPort(n, 0)->GetFabricChannel()->SetDelay(MicroSeconds(20));
+    }
+    auto [tx, rx] = w.Connect(0, 1);
+    uint32_t received = 0;
+    rx->SetReceiveHandler([&](const RdmaCompletion&) { ++received; });
+    for (int i = 0; i < 20; ++i)
+    {
+        tx->PostSend(1 << 20, static_cast<uint16_t>(i % 4));
+    }
+    Simulator::Run();
+    CHECK(received == 20);
+    CHECK(rx->GetCounters().bytesDelivered == 20u << 20);
+    CHECK(tx->GetCounters().retransmittedPackets == 0);
+    CHECK(tx->GetCounters().spuriousRetransmissions == 0);
+    CHECK(tx->GetCounters().timeouts == 0);
+}
+
+TEST_CASE("MetaRoCE AIMD: ECN on path A shrinks only A's window", "[metaroce][cc]")
+{
+    SimGuard guard;
+    auto cc = CreateObject<MetaRoceAimd>();
+    CcState s;
+    s.mtu = 4096;
+    s.lineRateBps = s.rateBps = 800e9;
+    s.paths.resize(2);
+    for (auto& p : s.paths)
+    {
+        p.cwndBytes = 32 * 4096;
+        p.maxCwndBytes = 128 * 4096;
+        p.srttPs = 10000000;
+    }
+    cc->OnAck(s, 0, 4096, 10000000, true);
+    CHECK(s.paths[0].cwndBytes < 32 * 4096);
+    CHECK(s.paths[1].cwndBytes == 32 * 4096);
+    // ECN-free ACKs grow a path's window by one packet per window of ACKs.
+    double before = s.paths[1].cwndBytes;
+    for (int i = 0; i < 32; ++i)
+    {
+        cc->OnAck(s, 1, 4096, 10000000, false);
+    }
+    CHECK(s.paths[1].cwndBytes == Approx(before + 4096).epsilon(0.02));
+}
+
+TEST_CASE("MetaRoCE AIMD: N-1 losses keep the window, N cut it", "[metaroce][cc]")
+{
+    SimGuard guard;
+    auto cc = CreateObject<MetaRoceAimd>(); // LossThreshold 3
+    CcState s;
+    s.mtu = 4096;
+    s.paths.resize(1);
+    s.paths[0].cwndBytes = 64 * 4096;
+    s.paths[0].maxCwndBytes = 128 * 4096;
+    s.paths[0].srttPs = 10000000;
+    cc->OnLoss(s, 0, 1);
+    cc->OnLoss(s, 0, 1);
+    CHECK(s.paths[0].cwndBytes == 64 * 4096);
+    cc->OnLoss(s, 0, 1);
+    CHECK(s.paths[0].cwndBytes == 32 * 4096);
+}
+
+TEST_CASE("MetaRoCE: the rate hint of 4 active senders is a quarter of the link", "[metaroce]")
+{
+    SimGuard guard;
+    World w(SmallFpf(8, 1, 8));
+    std::vector<Ptr<MetaRoceQueuePair>> tx;
+    for (uint32_t s = 1; s <= 4; ++s)
+    {
+        auto [a, b] = w.Connect(s, 0);
+        a->PostSend(64 << 20);
+        tx.push_back(a);
+    }
+    Simulator::Stop(MicroSeconds(200));
+    Simulator::Run();
+    auto hint = MetaRoceRateHint::Of(PeekPointer(w.rdma->Nic(0)));
+    CHECK(hint->ActiveSenders() == 4);
+    CHECK(hint->HintBps() == 25e9);
+    for (auto& a : tx)
+    {
+        CHECK(a->GetRateBps() == 25e9);
+    }
+}
+
+TEST_CASE("MetaRoCE: a NIC link failure moves paths off the plane and back", "[metaroce][failover]")
+{
+    SimGuard guard;
+    World w(kLab);
+    auto [tx, rx] = w.Connect(0, 1);
+    tx->PostSend(1ULL << 30);
+    uint64_t atDown = 0;
+    uint64_t atUp = 0;
+    Simulator::Schedule(MicroSeconds(500),
+                        [&]()
+                        {
+                            w.fabric->SetPlaneUp(3, false);
+                            atDown = rx->GetCounters().bytesDelivered;
+                        });
+    Simulator::Schedule(MicroSeconds(1500),
+                        [&]()
+                        {
+                            CHECK(tx->GetActivePathsOnPlane(3) == 0);
+                            CHECK(tx->IsPlaneAvoided(3));
+                            CHECK(tx->GetActivePaths() >= 12);
+                            CHECK(rx->GetCounters().bytesDelivered >
+                                  atDown + (1u << 20)); // still flowing
+                            w.fabric->SetPlaneUp(3, true);
+                            atUp = w.fabric->HostPort(0, 3)->GetCounters().txPackets;
+                        });
+    Simulator::Stop(MicroSeconds(2500));
+    Simulator::Run();
+    CHECK_FALSE(tx->IsPlaneAvoided(3));
+    CHECK(tx->GetActivePathsOnPlane(3) > 0);
+    CHECK(w.fabric->HostPort(0, 3)->GetCounters().txPackets > atUp + 100);
+    CHECK(tx->GetPathCounters().planeFailovers == 1);
+}
+
+TEST_CASE("MetaRoCE: a plane failing inside the fabric is found by timeouts and probed back",
+          "[metaroce][failover]")
+{
+    SimGuard guard;
+    World w(kLab);
+    auto [tx, rx] = w.Connect(0, 1);
+    tx->PostSend(1ULL << 30);
+    // Plane 5's spine loses its links; the NICs' own links stay up.
+    Ptr<FabricSwitch> spine = w.fabric->Switch(0, 5, 1, 0);
+    auto setSpine = [&](bool up)
+    {
+        for (uint32_t i = 0; i < spine->GetNPorts(); ++i)
+        {
+            spine->GetPort(i)->GetFabricChannel()->SetUp(up);
+        }
+    };
+    Simulator::Schedule(MicroSeconds(500), [&]() { setSpine(false); });
+    Simulator::Schedule(MicroSeconds(5000),
+                        [&]()
+                        {
+                            CHECK(tx->IsPlaneAvoided(5));
+                            setSpine(true);
+                        });
+    Simulator::Stop(MicroSeconds(8000));
+    Simulator::Run();
+    const auto& pc = tx->GetPathCounters();
+    CHECK(pc.planeFailovers == 1);
+    int64_t detection = pc.lastPlaneAvoidedPs - 500000000;
+    INFO("detection " << detection / 1e6 << " us");
+    CHECK(detection > 0);
+    CHECK(detection < 2000000000); // well under a second: a few RTOs
+    CHECK(pc.planeRecoveries >= 1);
+    CHECK_FALSE(tx->IsPlaneAvoided(5));
+    CHECK(tx->GetActivePathsOnPlane(5) > 0);
+}
+
+TEST_CASE("MetaRoCE: exactly-once, in order per stream, under 1% loss with many paths",
+          "[metaroce]")
+{
+    SimGuard guard;
+    World w(SmallFpf(16, 4, 8));
+    w.fabric->SetLossRate(0.01);
+    auto [tx, rx] = w.Connect(0, 12);
+    FastRng rng(7);
+    uint64_t posted = 0;
+    for (int i = 0; i < 200; ++i)
+    {
+        uint64_t b = rng.Next() % 200000;
+        posted += b;
+        tx->PostSend(b, static_cast<uint16_t>(i % 5));
+    }
+    std::map<uint16_t, uint32_t> next;
+    uint32_t got = 0;
+    bool inOrder = true;
+    rx->SetReceiveHandler(
+        [&](const RdmaCompletion& c)
+        {
+            inOrder = inOrder && c.seq == next[c.stream]++;
+            ++got;
+        });
+    Simulator::Run();
+    CHECK(got == 200);
+    CHECK(inOrder);
+    CHECK(rx->GetCounters().bytesDelivered == posted);
+    CHECK(tx->GetCounters().messagesSent == 200);
+    CHECK(tx->GetCounters().retransmittedPackets > 0);
+    CHECK(tx->GetPathCounters().lossesDetected > 0);
+}
+
+TEST_CASE("MetaRoCE: connection state stays bounded while messages stream", "[metaroce]")
+{
+    SimGuard guard;
+    World w(kLab);
+    auto [tx, rx] = w.Connect(0, 1);
+    uint32_t done = 0;
+    std::function<void(const RdmaCompletion&)> again;
+    again = [&](const RdmaCompletion&)
+    {
+        if (++done < 2000)
+        {
+            tx->PostSend(256 << 10, 0, again);
+        }
+    };
+    for (int i = 0; i < 4; ++i)
+    {
+        tx->PostSend(256 << 10, 0, again);
+    }
+    Simulator::Run();
+    CHECK(done >= 2000);
+    CHECK(tx->GetPendingSends() == 0);
+    CHECK(rx->GetPendingReceives() == 0);
+    for (uint32_t i = 0; i < tx->GetNPathSlots(); ++i)
+    {
+        CHECK(tx->GetPath(i).inflightBytes == 0);
+    }
+    CHECK(tx->GetNPathSlots() <= 64);
+}
