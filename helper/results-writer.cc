@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -19,11 +20,16 @@ ResultsJson(const std::string& scenario, const std::vector<RunRecord>& runs)
                         {"runs", nlohmann::json::array()}};
     for (const auto& r : runs)
     {
-        j["runs"].push_back({{"variant", r.variant},
-                             {"parameters", r.parameters},
-                             {"metrics", r.metrics},
-                             {"counters", r.counters},
-                             {"cost", r.cost}});
+        nlohmann::json run = {{"variant", r.variant},
+                              {"parameters", r.parameters},
+                              {"metrics", r.metrics},
+                              {"counters", r.counters},
+                              {"cost", r.cost}};
+        if (!r.timeseries.is_null())
+        {
+            run["timeseries"] = r.timeseries;
+        }
+        j["runs"].push_back(run);
     }
     return j;
 }
@@ -69,14 +75,21 @@ ResultsCsv(const std::vector<RunRecord>& runs)
     {
         return "";
     }
+    // Columns: the union over runs (transports report different counters), in order.
     std::vector<std::string> cols;
-    for (auto it = runs[0].metrics.begin(); it != runs[0].metrics.end(); ++it)
+    std::set<std::string> seen;
+    for (const auto& r : runs)
     {
-        cols.push_back(it.key());
-    }
-    for (auto it = runs[0].counters.begin(); it != runs[0].counters.end(); ++it)
-    {
-        cols.push_back(it.key());
+        for (const auto* part : {&r.metrics, &r.counters})
+        {
+            for (auto it = part->begin(); it != part->end(); ++it)
+            {
+                if (seen.insert(it.key()).second)
+                {
+                    cols.push_back(it.key());
+                }
+            }
+        }
     }
     os << "scenario,variant";
     for (const auto& c : cols)
@@ -95,6 +108,27 @@ ResultsCsv(const std::vector<RunRecord>& runs)
         os << '\n';
     }
     return os.str();
+}
+
+std::string
+TimeseriesCsv(const std::vector<RunRecord>& runs)
+{
+    std::ostringstream os;
+    os << "variant,time_us,goodput_gbps\n";
+    bool any = false;
+    for (const auto& r : runs)
+    {
+        if (r.timeseries.is_null())
+        {
+            continue;
+        }
+        for (const auto& p : r.timeseries)
+        {
+            any = true;
+            os << r.variant << ',' << Cell(p["time_us"]) << ',' << Cell(p["goodput_gbps"]) << '\n';
+        }
+    }
+    return any ? os.str() : "";
 }
 
 void

@@ -1,13 +1,21 @@
 #include "scenario-runner.h"
 
 #include "fabric-helper.h"
+#include "rdma-helper.h"
+
+#include "model/metaroce/metaroce-queue-pair.h"
 #include "model/fabric/raw-traffic.h"
 
+#include "ns3/config.h"
 #include "ns3/log.h"
+#include "ns3/string.h"
 #include "ns3/rng-seed-manager.h"
 #include "ns3/simulator.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
 #include <chrono>
 #include <numeric>
 #include <sys/resource.h>
@@ -29,27 +37,29 @@ PeakRssBytes()
 
 namespace
 {
-/// Destinations of the raw pattern: dst[i] for sender i, or -1 if i does not send.
-std::vector<int64_t>
-RawDestinations(const RawWorkloadSpec& w, uint32_t n, FastRng& rng)
+/// (src, dst) pairs of a traffic pattern over n NICs.
+std::vector<std::pair<uint32_t, uint32_t>>
+PatternFlows(const PatternSpec& w, uint32_t n, FastRng& rng)
 {
-    std::vector<int64_t> dst(n, -1);
+    std::vector<std::pair<uint32_t, uint32_t>> flows;
+    if (w.pattern == "explicit")
+    {
+        return w.flows;
+    }
     if (w.pattern == "pairs")
     {
         for (uint32_t i = 0; i + 1 < n; i += 2)
         {
-            dst[i] = i + 1;
+            flows.emplace_back(i, i + 1);
         }
     }
     else if (w.pattern == "incast")
     {
-        uint32_t added = 0;
-        for (uint32_t i = 0; i < n && added < w.senders; ++i)
+        for (uint32_t i = 0; i < n && flows.size() < w.senders; ++i)
         {
             if (i != w.incastTarget)
             {
-                dst[i] = w.incastTarget;
-                ++added;
+                flows.emplace_back(i, w.incastTarget);
             }
         }
     }
@@ -65,80 +75,96 @@ RawDestinations(const RawWorkloadSpec& w, uint32_t n, FastRng& rng)
         }
         for (uint32_t i = 0; i < n; ++i)
         {
-            dst[i] = perm[i];
+            flows.emplace_back(i, perm[i]);
         }
     }
-    return dst;
+    return flows;
 }
-} // namespace
 
-RunRecord
-RunScenario(const RunSpec& spec, ProgressReporter& progress)
+/// Percentile of a sorted vector (nearest rank).
+double
+Percentile(const std::vector<double>& sorted, double q)
 {
-    auto wall0 = std::chrono::steady_clock::now();
-    // The scenario's seed selects ns-3's run number: independent streams per seed.
-    RngSeedManager::SetSeed(1);
-    RngSeedManager::SetRun(spec.seed);
-    UsePicosecondTime();
-
-    auto fabric = FabricHelper().Build(spec.topology);
-    int64_t stream = 1;
-    stream += fabric->AssignStreams(stream);
-    double buildS = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-
-    for (const auto& f : spec.faults)
+    if (sorted.empty())
     {
+        return 0;
+    }
+    std::size_t k = static_cast<std::size_t>(std::ceil(q * sorted.size()));
+    return sorted[std::min(sorted.size() - 1, k == 0 ? 0 : k - 1)];
+}
+
+void
+ScheduleFaults(Fabric& fabric, const std::vector<FaultSpec>& faults)
+{
+    for (const auto& f : faults)
+    {
+        Time at = MicroSeconds(1) * f.atUs;
+        Time until = MicroSeconds(1) * f.untilUs;
         if (f.kind == "loss")
         {
-            fabric->SetLossRate(f.rate, f.allPlanes ? -1 : static_cast<int32_t>(f.plane));
+            fabric.SetLossRate(f.rate, f.allPlanes ? -1 : static_cast<int32_t>(f.plane));
         }
         else if (f.kind == "plane_down")
         {
-            fabric->SchedulePlaneState(f.plane, MicroSeconds(1) * f.atUs, false);
-            if (f.untilUs >= 0)
+            // scope "fabric": the plane's switches lose their links, the NICs' own stay up
+            // (the NICs learn of it only from timeouts).
+            auto [b, e] = fabric.PlaneLinkRange(f.plane);
+            for (std::size_t i = b; i < e; ++i)
             {
-                fabric->SchedulePlaneState(f.plane, MicroSeconds(1) * f.untilUs, true);
+                Ptr<FabricChannel> l = fabric.Links()[i];
+                bool nicLink = DynamicCast<FabricSwitch>(l->GetDevice(0)->GetNode()) == nullptr ||
+                               DynamicCast<FabricSwitch>(l->GetDevice(1)->GetNode()) == nullptr;
+                if (f.scope == "fabric" && nicLink)
+                {
+                    continue;
+                }
+                fabric.ScheduleLinkState(l, at, false);
+                if (f.untilUs >= 0)
+                {
+                    fabric.ScheduleLinkState(l, until, true);
+                }
             }
         }
         else
         {
-            Ptr<FabricChannel> link = fabric->HostPort(f.nic, f.plane)->GetFabricChannel();
-            fabric->ScheduleLinkState(link, MicroSeconds(1) * f.atUs, false);
+            Ptr<FabricChannel> link = fabric.HostPort(f.nic, f.plane)->GetFabricChannel();
+            fabric.ScheduleLinkState(link, at, false);
             if (f.untilUs >= 0)
             {
-                fabric->ScheduleLinkState(link, MicroSeconds(1) * f.untilUs, true);
+                fabric.ScheduleLinkState(link, until, true);
             }
         }
     }
+}
 
-    // Raw workload.
+/// Raw traffic: returns the workload's metrics and counters.
+void
+RunRaw(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress,
+       RunRecord& rec)
+{
     const RawWorkloadSpec& w = spec.raw;
-    const uint32_t n = fabric->NumNics();
+    const uint32_t n = fabric.NumNics();
     std::vector<Ptr<RawTrafficEndpoint>> eps(n);
     for (uint32_t i = 0; i < n; ++i)
     {
         eps[i] = CreateObject<RawTrafficEndpoint>();
-        eps[i]->Install(fabric->Host(i), i);
+        eps[i]->Install(fabric.Host(i), i);
     }
     FastRng rng(static_cast<uint64_t>(stream++));
-    std::vector<int64_t> dst = RawDestinations(w, n, rng);
+    auto flows = PatternFlows(w.who, n, rng);
     const Time stop = MicroSeconds(1) * spec.durationUs;
     const uint32_t wireBytes =
         FabricFrame::Make(Create<Packet>(w.payloadBytes + 16), 0, 0, 0, 0, 0).wireBytes;
     const int64_t portGapPs = static_cast<int64_t>(wireBytes * 8e3 / w.rateGbps);
-    uint64_t flows = 0;
-    for (uint32_t i = 0; i < n; ++i)
+    uint64_t nflows = 0;
+    for (const auto& [src, dst] : flows)
     {
-        if (dst[i] < 0)
-        {
-            continue;
-        }
         for (uint32_t p : w.planes)
         {
             for (uint32_t e = 0; e < w.entropiesPerFlow; ++e)
             {
                 RawTrafficEndpoint::FlowSpec fs;
-                fs.dst = static_cast<uint32_t>(dst[i]);
+                fs.dst = dst;
                 fs.port = p;
                 fs.entropy = static_cast<uint16_t>(rng.Next());
                 fs.payloadBytes = w.payloadBytes;
@@ -146,19 +172,14 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
                 // Sub-flow e starts e port-packet-times late: together they are smooth.
                 fs.start = PicoSeconds(portGapPs * e);
                 fs.stop = stop;
-                eps[i]->AddFlow(fs);
-                ++flows;
+                eps[src]->AddFlow(fs);
+                ++nflows;
             }
         }
     }
-
     progress.Start(spec.scenario + "/" + spec.variant, stop);
-    auto run0 = std::chrono::steady_clock::now();
-    uint64_t ev0 = Simulator::GetEventCount();
     Simulator::Run();
     progress.Finish();
-    double runS = std::chrono::duration<double>(std::chrono::steady_clock::now() - run0).count();
-    uint64_t events = Simulator::GetEventCount() - ev0;
 
     uint64_t sent = 0;
     uint64_t received = 0;
@@ -176,41 +197,308 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
         latSum += s.latencySumPs;
         latMax = std::max(latMax, s.latencyMaxPs);
     }
-    auto t = fabric->CollectTotals();
-    uint64_t maxBuffer = 0;
-    for (const auto& sw : fabric->Switches())
-    {
-        maxBuffer = std::max(maxBuffer, sw->GetCounters().maxBufferUsed);
-    }
     // Goodput: payload of frames sent during the run (and delivered), over the run's length.
     const double perUs = 8.0 / (spec.durationUs * 1e3);
-    RunRecord rec;
-    rec.scenario = spec.scenario;
-    rec.variant = spec.variant;
-    rec.parameters = spec.resolved;
     rec.metrics = {
         {"offered_goodput_gbps", static_cast<double>(sent) * w.payloadBytes * perUs},
         {"delivered_goodput_gbps", payload * perUs},
         {"delivery_ratio", sent ? static_cast<double>(received) / sent : 0.0},
         {"mean_latency_us", received ? latSum / 1e6 / received : 0.0},
         {"max_latency_us", latMax / 1e6},
-        {"max_switch_buffer_bytes", maxBuffer},
         {"duration_us", spec.durationUs},
     };
-    rec.counters = {
-        {"flows", flows},
-        {"packets_sent", sent},
-        {"packets_delivered", received},
-        {"out_of_order", outOfOrder},
-        {"drops_buffer", t.switchDropsBuffer},
-        {"drops_no_route", t.switchDropsNoRoute},
-        {"drops_link_down", t.portDropsLinkDown},
-        {"drops_corrupt", t.portDropsCorrupt},
-        {"lost_in_flight", t.lostInFlight},
-        {"ecn_marks", t.ecnMarks},
-        {"pfc_pauses", t.pauses},
-        {"switch_forwards", t.forwarded},
+    rec.counters = {{"flows", nflows},
+                    {"packets_sent", sent},
+                    {"packets_delivered", received},
+                    {"out_of_order", outOfOrder}};
+    for (auto& ep : eps)
+    {
+        ep->Dispose();
+    }
+}
+
+/// RDMA streams over a transport.
+void
+RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress,
+           RunRecord& rec)
+{
+    const StreamsWorkloadSpec& w = spec.streams;
+    const TransportSpec& t = spec.transport;
+    RdmaHelper rdma(fabric, stream++);
+    rdma.InstallNics();
+    rdma.SetQueuePairType(t.qpType);
+    for (const auto& [k, v] : t.qpAttributes)
+    {
+        rdma.QpFactory().Set(k, StringValue(v));
+    }
+    // The congestion controller: its TypeId on the QP, its attributes as defaults.
+    rdma.QpFactory().Set("CongestionControl", TypeIdValue(TypeId::LookupByName(t.ccType)));
+    // (set as defaults for this run only: restored below)
+    std::vector<std::pair<std::string, std::string>> restore;
+    for (const auto& [k, v] : t.ccAttributes)
+    {
+        TypeId::AttributeInformation info;
+        TypeId::LookupByName(t.ccType).LookupAttributeByName(k, &info);
+        restore.emplace_back(t.ccType + "::" + k, info.initialValue->SerializeToString(info.checker));
+        Config::SetDefault(t.ccType + "::" + k, StringValue(v));
+    }
+    FastRng rng(static_cast<uint64_t>(stream++));
+    auto flows = PatternFlows(w.who, fabric.NumNics(), rng);
+    if (w.bidirectional)
+    {
+        std::size_t n = flows.size();
+        for (std::size_t i = 0; i < n; ++i)
+        {
+            flows.emplace_back(flows[i].second, flows[i].first);
+        }
+    }
+
+    struct QpRun
+    {
+        Ptr<QueuePair> tx;
+        Ptr<QueuePair> rx;
+        uint64_t posted{0};
+        std::map<std::pair<uint16_t, uint32_t>, int64_t> postedAt;
     };
+
+    std::vector<QpRun> qps;
+    qps.reserve(flows.size() * w.qpsPerFlow);
+    std::vector<double> fctUs;
+    uint64_t completed = 0;
+    int64_t lastDonePs = 0;
+    const uint64_t total = flows.size() * w.qpsPerFlow * w.messagesPerQp;
+    const int64_t startPs = static_cast<int64_t>(w.startUs * 1e6);
+    for (const auto& [src, dst] : flows)
+    {
+        for (uint32_t q = 0; q < w.qpsPerFlow; ++q)
+        {
+            auto [a, b] = rdma.Connect(src, dst);
+            qps.push_back(QpRun{a, b, 0, {}});
+        }
+    }
+    std::function<void(std::size_t)> post = [&](std::size_t i) {
+        QpRun& r = qps[i];
+        if (r.posted >= w.messagesPerQp)
+        {
+            return;
+        }
+        uint16_t st = static_cast<uint16_t>(r.posted % w.streamsPerQp);
+        ++r.posted;
+        uint32_t seq = r.tx->PostSend(w.messageBytes, st, [&post, i](const RdmaCompletion&) {
+            post(i);
+        });
+        r.postedAt[{st, seq}] = Simulator::Now().GetPicoSeconds();
+    };
+    for (std::size_t i = 0; i < qps.size(); ++i)
+    {
+        qps[i].rx->SetReceiveHandler([&, i](const RdmaCompletion& c) {
+            auto it = qps[i].postedAt.find({c.stream, c.seq});
+            if (it != qps[i].postedAt.end())
+            {
+                fctUs.push_back((c.completedPs - it->second) / 1e6);
+                qps[i].postedAt.erase(it);
+            }
+            ++completed;
+            lastDonePs = std::max(lastDonePs, c.completedPs);
+            if (completed == total)
+            {
+                Simulator::Stop(); // done: timers still pending need not run
+            }
+        });
+        Simulator::Schedule(PicoSeconds(startPs), [&post, &w, i]() {
+            for (uint32_t k = 0; k < w.outstandingPerQp; ++k)
+            {
+                post(i);
+            }
+        });
+    }
+
+    // Optional time series of delivered throughput.
+    std::vector<std::pair<double, double>> series;
+    uint64_t lastBytes = 0;
+    std::function<void()> sample = [&]() {
+        uint64_t bytes = 0;
+        for (const auto& r : qps)
+        {
+            bytes += r.rx->GetCounters().bytesDelivered;
+        }
+        series.emplace_back(Simulator::Now().GetMicroSeconds(),
+                            (bytes - lastBytes) * 8.0 / (spec.timeseriesBinUs * 1e3));
+        lastBytes = bytes;
+        if (completed < total)
+        {
+            Simulator::Schedule(MicroSeconds(1) * spec.timeseriesBinUs, sample);
+        }
+    };
+    if (spec.timeseriesBinUs > 0)
+    {
+        Simulator::Schedule(MicroSeconds(1) * spec.timeseriesBinUs, sample);
+    }
+
+    Time limit = MicroSeconds(1) * spec.durationUs;
+    progress.Start(spec.scenario + "/" + spec.variant, limit);
+    Simulator::Stop(limit);
+    Simulator::Run();
+    progress.Finish();
+
+    // Metrics.
+    uint64_t bytes = 0;
+    QueuePair::Counters sum;
+    uint64_t stuck = 0;
+    MetaRoceQueuePair::PathCounters pc;
+    uint64_t maxActivePaths = 0;
+    double qwndSum = 0;
+    uint64_t metaQps = 0;
+    for (const auto& r : qps)
+    {
+        const auto& c = r.tx->GetCounters();
+        const auto& d = r.rx->GetCounters();
+        bytes += d.bytesDelivered;
+        sum.retransmittedPackets += c.retransmittedPackets;
+        sum.spuriousRetransmissions += c.spuriousRetransmissions;
+        sum.timeouts += c.timeouts;
+        sum.dataPacketsSent += c.dataPacketsSent;
+        sum.naksSent += d.naksSent;
+        sum.cnpsSent += d.cnpsSent;
+        sum.duplicatePackets += d.duplicatePackets;
+        sum.outOfOrderDropped += d.outOfOrderDropped;
+        sum.ecnMarkedReceived += d.ecnMarkedReceived;
+        stuck += r.tx->GetPendingSends() > 0 ? 1 : 0;
+        if (auto m = DynamicCast<MetaRoceQueuePair>(r.tx))
+        {
+            const auto& p = m->GetPathCounters();
+            pc.pathsOpened += p.pathsOpened;
+            pc.pathsGrown += p.pathsGrown;
+            pc.planeFailovers += p.planeFailovers;
+            pc.planeRecoveries += p.planeRecoveries;
+            pc.lastPlaneAvoidedPs = std::max(pc.lastPlaneAvoidedPs, p.lastPlaneAvoidedPs);
+            pc.lastPlaneRecoveredPs = std::max(pc.lastPlaneRecoveredPs, p.lastPlaneRecoveredPs);
+            maxActivePaths = std::max<uint64_t>(maxActivePaths, m->GetActivePaths());
+            qwndSum += m->GetQpWindowBytes();
+            ++metaQps;
+        }
+    }
+    std::sort(fctUs.begin(), fctUs.end());
+    double spanUs = (lastDonePs - startPs) / 1e6;
+    double mean = fctUs.empty() ? 0 : std::accumulate(fctUs.begin(), fctUs.end(), 0.0) / fctUs.size();
+    rec.metrics = {
+        {"goodput_gbps", spanUs > 0 ? bytes * 8.0 / (spanUs * 1e3) : 0.0},
+        {"completion_us", spanUs},
+        {"msg_fct_mean_us", mean},
+        {"msg_fct_p50_us", Percentile(fctUs, 0.5)},
+        {"msg_fct_p99_us", Percentile(fctUs, 0.99)},
+        {"msg_fct_max_us", fctUs.empty() ? 0.0 : fctUs.back()},
+        {"messages_completed", completed},
+        {"messages_total", total},
+        {"bytes_delivered", bytes},
+    };
+    rec.counters = {
+        {"qps", qps.size()},
+        {"qps_unfinished", stuck},
+        {"data_packets_sent", sum.dataPacketsSent},
+        {"retransmitted_packets", sum.retransmittedPackets},
+        {"spurious_retransmissions", sum.spuriousRetransmissions},
+        {"timeouts", sum.timeouts},
+        {"naks", sum.naksSent},
+        {"cnps", sum.cnpsSent},
+        {"duplicate_packets", sum.duplicatePackets},
+        {"out_of_order_dropped", sum.outOfOrderDropped},
+        {"ecn_marked_received", sum.ecnMarkedReceived},
+    };
+    if (metaQps > 0)
+    {
+        rec.counters["paths_opened"] = pc.pathsOpened;
+        rec.counters["paths_grown"] = pc.pathsGrown;
+        rec.counters["plane_failovers"] = pc.planeFailovers;
+        rec.counters["plane_recoveries"] = pc.planeRecoveries;
+        rec.metrics["max_active_paths"] = maxActivePaths;
+        rec.metrics["mean_qwnd_packets"] = qwndSum / metaQps / qps[0].tx->GetMtu();
+        for (const auto& f : spec.faults)
+        {
+            if (f.kind == "plane_down" && pc.lastPlaneAvoidedPs >= 0)
+            {
+                rec.metrics["plane_detection_us"] = pc.lastPlaneAvoidedPs / 1e6 - f.atUs;
+            }
+        }
+    }
+    if (!series.empty())
+    {
+        nlohmann::json ts = nlohmann::json::array();
+        for (const auto& [t, g] : series)
+        {
+            ts.push_back({{"time_us", t}, {"goodput_gbps", g}});
+        }
+        rec.timeseries = ts;
+    }
+    for (uint32_t i = 0; i < rdma.NumNics(); ++i)
+    {
+        rdma.Nic(i)->Dispose();
+    }
+    for (const auto& [k, v] : restore)
+    {
+        Config::SetDefault(k, StringValue(v));
+    }
+}
+} // namespace
+
+RunRecord
+RunScenario(const RunSpec& spec, ProgressReporter& progress)
+{
+    auto wall0 = std::chrono::steady_clock::now();
+    // The scenario's seed selects ns-3's run number: independent streams per seed.
+    RngSeedManager::SetSeed(1);
+    RngSeedManager::SetRun(spec.seed);
+    UsePicosecondTime();
+
+    auto fabric = FabricHelper().Build(spec.topology);
+    int64_t stream = 1;
+    stream += fabric->AssignStreams(stream);
+    double buildS = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    ScheduleFaults(*fabric, spec.faults);
+
+    RunRecord rec;
+    rec.scenario = spec.scenario;
+    rec.variant = spec.variant;
+    rec.parameters = spec.resolved;
+    auto run0 = std::chrono::steady_clock::now();
+    uint64_t ev0 = Simulator::GetEventCount();
+    if (spec.workloadKind == "raw")
+    {
+        RunRaw(spec, *fabric, stream, progress, rec);
+    }
+    else
+    {
+        RunStreams(spec, *fabric, stream, progress, rec);
+    }
+    double runS = std::chrono::duration<double>(std::chrono::steady_clock::now() - run0).count();
+    uint64_t events = Simulator::GetEventCount() - ev0;
+
+    auto t = fabric->CollectTotals();
+    uint64_t maxBuffer = 0;
+    uint64_t pausedNow = 0;
+    for (const auto& sw : fabric->Switches())
+    {
+        maxBuffer = std::max(maxBuffer, sw->GetCounters().maxBufferUsed);
+    }
+    for (const auto& l : fabric->Links())
+    {
+        for (std::size_t d = 0; d < 2; ++d)
+        {
+            auto dev = StaticCast<FabricNetDevice>(l->GetDevice(d));
+            pausedNow += dev->IsPaused(3) ? 1 : 0;
+        }
+    }
+    rec.metrics["max_switch_buffer_bytes"] = maxBuffer;
+    rec.counters["drops_buffer"] = t.switchDropsBuffer;
+    rec.counters["drops_no_route"] = t.switchDropsNoRoute;
+    rec.counters["drops_link_down"] = t.portDropsLinkDown;
+    rec.counters["drops_corrupt"] = t.portDropsCorrupt;
+    rec.counters["lost_in_flight"] = t.lostInFlight;
+    rec.counters["ecn_marks"] = t.ecnMarks;
+    rec.counters["pfc_pauses"] = t.pauses;
+    // A port still paused when the run ends never got its RESUME: a possible PFC deadlock.
+    rec.counters["pfc_ports_paused_at_end"] = pausedNow;
+    rec.counters["switch_forwards"] = t.forwarded;
     rec.cost = {
         {"build_wall_s", buildS},
         {"run_wall_s", runS},
@@ -219,8 +507,8 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
         {"peak_rss_bytes", PeakRssBytes()},
         {"switches", fabric->Switches().size()},
         {"links", fabric->Links().size()},
+        {"simulated_us", Simulator::Now().GetMicroSeconds()},
     };
-    eps.clear();
     fabric.reset();
     Simulator::Destroy();
     return rec;

@@ -23,6 +23,7 @@ struct RunRecord
     nlohmann::json metrics;    //!< deterministic results
     nlohmann::json counters;   //!< deterministic counts
     nlohmann::json cost;       //!< wall time, events, memory: vary between runs and machines
+    nlohmann::json timeseries; //!< optional: [{time_us, goodput_gbps}]
 };
 
 RunRecord RunScenario(const RunSpec& spec, ProgressReporter& progress);

@@ -2,6 +2,9 @@
 
 #include "json-reader.h"
 
+#include "ns3/string.h"
+#include "ns3/type-id.h"
+
 #include <filesystem>
 
 namespace ns3
@@ -111,11 +114,47 @@ ResolveFile(const std::string& name, const std::string& scenarioFile)
     return name; // the error names it
 }
 
+PatternSpec
+ParsePattern(const JsonReader& w, const TopologySpec& topo)
+{
+    PatternSpec p;
+    p.pattern = w.Choice("pattern", {"permutation", "pairs", "incast", "explicit"});
+    if (p.pattern == "incast")
+    {
+        p.incastTarget = static_cast<uint32_t>(w.UInt("target", 0, 0, topo.nics - 1));
+        p.senders = static_cast<uint32_t>(
+            w.UInt("senders", topo.nics - 1, 1, std::max(1u, topo.nics - 1)));
+    }
+    if (p.pattern == "explicit")
+    {
+        for (const auto& f : w.Array("flows"))
+        {
+            uint32_t src = static_cast<uint32_t>(f.UInt("src", 0, topo.nics - 1));
+            uint32_t dst = static_cast<uint32_t>(f.UInt("dst", 0, topo.nics - 1));
+            if (src == dst)
+            {
+                f.Fail("dst", "must differ from src");
+            }
+            f.Finish();
+            p.flows.emplace_back(src, dst);
+        }
+        if (p.flows.empty())
+        {
+            w.Fail("flows", "must list at least one flow");
+        }
+    }
+    if (p.pattern != "explicit" && topo.nics < 2)
+    {
+        w.Fail("pattern", "needs at least 2 NICs");
+    }
+    return p;
+}
+
 RawWorkloadSpec
 ParseRaw(const JsonReader& w, const TopologySpec& topo)
 {
     RawWorkloadSpec r;
-    r.pattern = w.Choice("pattern", {"permutation", "pairs", "incast"});
+    r.who = ParsePattern(w, topo);
     if (w.Has("planes"))
     {
         const auto& arr = w.Raw("planes");
@@ -127,8 +166,9 @@ ParseRaw(const JsonReader& w, const TopologySpec& topo)
         {
             if (!v.is_number_unsigned() || v.get<uint32_t>() >= topo.planes)
             {
-                w.Fail("planes", "each plane must be a whole number below " +
-                                     std::to_string(topo.planes) + ", got " + v.dump());
+                w.Fail("planes",
+                       "each plane must be a whole number below " + std::to_string(topo.planes) +
+                           ", got " + v.dump());
             }
             r.planes.push_back(v.get<uint32_t>());
         }
@@ -143,17 +183,109 @@ ParseRaw(const JsonReader& w, const TopologySpec& topo)
     r.entropiesPerFlow = static_cast<uint32_t>(w.UInt("entropies_per_flow", 1, 1, 4096));
     r.payloadBytes = static_cast<uint32_t>(w.UInt("payload_bytes", 4096, 1, 9000));
     r.rateGbps = w.Number("rate_gbps", topo.nicPortGbps, 1e-6, topo.nicPortGbps);
-    if (r.pattern == "incast")
-    {
-        r.incastTarget = static_cast<uint32_t>(w.UInt("target", 0, 0, topo.nics - 1));
-        r.senders = static_cast<uint32_t>(w.UInt("senders", topo.nics - 1, 1, topo.nics - 1));
-    }
-    if ((r.pattern == "permutation" || r.pattern == "pairs") && topo.nics < 2)
-    {
-        w.Fail("pattern", "needs at least 2 NICs");
-    }
     w.Finish();
     return r;
+}
+
+StreamsWorkloadSpec
+ParseStreams(const JsonReader& w, const TopologySpec& topo)
+{
+    StreamsWorkloadSpec s;
+    s.who = ParsePattern(w, topo);
+    s.qpsPerFlow = static_cast<uint32_t>(w.UInt("qps_per_flow", 1, 1, 4096));
+    s.messageBytes = w.UInt("message_bytes", 0, 0xffffffffULL);
+    s.messagesPerQp = w.UInt("messages_per_qp", 1, 1, 1ULL << 32);
+    s.outstandingPerQp = static_cast<uint32_t>(w.UInt("outstanding_per_qp", 1, 1, 4096));
+    s.streamsPerQp = static_cast<uint32_t>(w.UInt("streams_per_qp", 1, 1, 65535));
+    s.bidirectional = w.Bool("bidirectional", false);
+    s.startUs = w.Number("start_us", 0.0, 0.0, 1e12);
+    w.Finish();
+    return s;
+}
+
+/// Attribute overrides: each key must be an attribute of `tid` and its value valid for it.
+std::vector<std::pair<std::string, std::string>>
+ParseAttributes(const JsonReader& r, const std::string& key, TypeId tid)
+{
+    std::vector<std::pair<std::string, std::string>> out;
+    if (!r.Has(key))
+    {
+        return out;
+    }
+    const auto& obj = r.Raw(key);
+    if (!obj.is_object())
+    {
+        r.Fail(key, "must be an object of attribute: value");
+    }
+    for (auto it = obj.begin(); it != obj.end(); ++it)
+    {
+        std::string where = r.KeyPath(key) + "." + it.key();
+        TypeId::AttributeInformation info;
+        if (!tid.LookupAttributeByName(it.key(), &info))
+        {
+            std::string known;
+            for (TypeId t = tid; ; t = t.GetParent())
+            {
+                for (std::size_t i = 0; i < t.GetAttributeN(); ++i)
+                {
+                    known += (known.empty() ? "" : ", ") + t.GetAttribute(i).name;
+                }
+                if (t == t.GetParent())
+                {
+                    break;
+                }
+            }
+            throw InputError(where + ": not an attribute of " + tid.GetName() + " (it has " +
+                             known + ")");
+        }
+        std::string value = it.value().is_string() ? it.value().get<std::string>()
+                                                   : it.value().dump();
+        if (!info.checker->CreateValidValue(StringValue(value)))
+        {
+            throw InputError(where + ": '" + value + "' is not a valid value (" +
+                             info.checker->GetUnderlyingTypeInformation() + ")");
+        }
+        out.emplace_back(it.key(), value);
+    }
+    return out;
+}
+
+TransportSpec
+ParseTransport(const JsonReader& t)
+{
+    TransportSpec s;
+    s.kind = t.Choice("kind", {"metaroce", "rocev2"});
+    s.qpType = s.kind == "metaroce" ? "ns3::metaroce::MetaRoceQueuePair"
+                                    : "ns3::metaroce::RoceV2QueuePair";
+    std::string cc = t.String("congestion_control", s.kind == "metaroce" ? "aimd" : "dcqcn");
+    if (cc == "aimd")
+    {
+        s.ccType = "ns3::metaroce::MetaRoceAimd";
+    }
+    else if (cc == "dcqcn")
+    {
+        s.ccType = "ns3::metaroce::Dcqcn";
+    }
+    else if (cc == "none")
+    {
+        s.ccType = "ns3::metaroce::RdmaNoCongestionControl";
+    }
+    else
+    {
+        s.ccType = cc;
+    }
+    TypeId ccTid;
+    if (!TypeId::LookupByNameFailSafe(s.ccType, &ccTid) ||
+        !ccTid.IsChildOf(TypeId::LookupByName("ns3::metaroce::RdmaCongestionOps")))
+    {
+        t.Fail("congestion_control",
+               "must be aimd, dcqcn, none or the TypeId name of an RdmaCongestionOps, got \"" +
+                   cc + "\"");
+    }
+    s.qpAttributes = ParseAttributes(t, "attributes", TypeId::LookupByName(s.qpType));
+    s.ccAttributes = ParseAttributes(t, "cc_attributes", ccTid);
+    t.Finish();
+    return s;
 }
 
 std::vector<FaultSpec>
@@ -164,6 +296,10 @@ ParseFaults(const JsonReader& r, const TopologySpec& topo, double durationUs)
     {
         FaultSpec s;
         s.kind = f.Choice("kind", {"plane_down", "link_down", "loss"});
+        if (s.kind == "plane_down")
+        {
+            s.scope = f.Choice("scope", "all", {"all", "fabric"});
+        }
         if (s.kind == "loss")
         {
             s.rate = f.Number("rate", 0.0, 1.0);
@@ -205,8 +341,20 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
     run.durationUs = r.Number("duration_us", 1e-3, 1e12);
     run.topology = ParseTopology(r.Raw("topology"), "topology");
     JsonReader w = r.Object("workload");
-    std::string kind = w.Choice("kind", {"raw"});
-    run.raw = ParseRaw(w, run.topology);
+    run.workloadKind = w.Choice("kind", {"raw", "streams"});
+    if (run.workloadKind == "raw")
+    {
+        run.raw = ParseRaw(w, run.topology);
+        if (r.Has("transport"))
+        {
+            r.Fail("transport", "a raw workload uses no transport");
+        }
+    }
+    else
+    {
+        run.streams = ParseStreams(w, run.topology);
+        run.transport = ParseTransport(r.Object("transport"));
+    }
     if (r.Has("faults"))
     {
         run.faults = ParseFaults(r, run.topology, run.durationUs);
@@ -220,6 +368,7 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
     if (r.Has("outputs"))
     {
         JsonReader o = r.Object("outputs");
+        run.timeseriesBinUs = o.Number("timeseries_bin_us", 0.0, 0.0, 1e9);
         if (o.Has("table"))
         {
             const auto& t = o.Raw("table");

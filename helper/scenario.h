@@ -17,21 +17,52 @@ namespace ns3
 namespace metaroce
 {
 
+/// Who talks to whom: a traffic pattern over the fabric's NICs.
+struct PatternSpec
+{
+    std::string pattern; //!< "permutation", "pairs", "incast", "explicit"
+    uint32_t incastTarget{0};
+    uint32_t senders{0};                                //!< incast: how many NICs send
+    std::vector<std::pair<uint32_t, uint32_t>> flows; //!< explicit (src, dst)
+};
+
 /// Raw fabric traffic (no transport): constant-rate flows of fixed-size frames.
 struct RawWorkloadSpec
 {
-    std::string pattern;          //!< "permutation", "pairs", "incast"
+    PatternSpec who;
     std::vector<uint32_t> planes; //!< planes to send on (default: all)
     uint32_t entropiesPerFlow{1};
     uint32_t payloadBytes{4096};
     double rateGbps{0}; //!< per NIC port, wire rate; 0: the port's line rate
-    uint32_t incastTarget{0};
-    uint32_t senders{0}; //!< incast: how many NICs send (0: all others)
+};
+
+/// RDMA message streams between NICs over a transport.
+struct StreamsWorkloadSpec
+{
+    PatternSpec who;
+    uint32_t qpsPerFlow{1};
+    uint64_t messageBytes{1 << 20};
+    uint64_t messagesPerQp{1};
+    uint32_t outstandingPerQp{1}; //!< messages posted ahead (a send queue's depth)
+    uint32_t streamsPerQp{1};
+    bool bidirectional{false};
+    double startUs{0};
+};
+
+/// The transport of a run: a QP TypeId, its congestion control and attribute overrides.
+struct TransportSpec
+{
+    std::string kind; //!< "metaroce" or "rocev2"
+    std::string qpType;
+    std::string ccType;
+    std::vector<std::pair<std::string, std::string>> qpAttributes;
+    std::vector<std::pair<std::string, std::string>> ccAttributes;
 };
 
 struct FaultSpec
 {
     std::string kind; //!< "plane_down", "link_down", "loss"
+    std::string scope{"all"}; //!< plane_down: "all" links, or "fabric" (NIC links stay up)
     uint32_t plane{0};
     uint32_t nic{0};
     double atUs{0};
@@ -46,9 +77,13 @@ struct RunSpec
     std::string scenario;
     std::string variant;
     uint64_t seed{1};
-    double durationUs{0};
+    double durationUs{0}; //!< raw: how long traffic flows; streams: the simulated-time limit
     TopologySpec topology;
+    std::string workloadKind; //!< "raw" or "streams"
     RawWorkloadSpec raw;
+    StreamsWorkloadSpec streams;
+    TransportSpec transport;
+    double timeseriesBinUs{0}; //!< > 0: record delivered throughput per bin
     std::vector<FaultSpec> faults;
     std::vector<std::string> table; //!< columns of the printed table
     nlohmann::json resolved;        //!< the scenario JSON of this variant, topology inlined

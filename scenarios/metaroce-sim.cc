@@ -182,6 +182,12 @@ main(int argc, char* argv[])
         {
             WriteFileAtomically(opt.out, ResultsJson(sc.name, records).dump(2) + "\n");
             WriteFileAtomically(CsvPath(opt.out), ResultsCsv(records));
+            std::string ts = TimeseriesCsv(records);
+            if (!ts.empty())
+            {
+                std::string csv = CsvPath(opt.out);
+                WriteFileAtomically(csv.substr(0, csv.size() - 4) + "-timeseries.csv", ts);
+            }
         }
     }
     catch (const InputError& e)
