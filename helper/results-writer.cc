@@ -52,6 +52,22 @@ Cell(const nlohmann::json& v)
     return v.dump();
 }
 
+/// A CSV field, quoted when it holds a comma, a quote or a line break (RFC 4180).
+std::string
+CsvField(const std::string& v)
+{
+    if (v.find_first_of(",\"\n") == std::string::npos)
+    {
+        return v;
+    }
+    std::string q = "\"";
+    for (char c : v)
+    {
+        q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    }
+    return q + "\"";
+}
+
 const nlohmann::json*
 Lookup(const RunRecord& r, const std::string& col)
 {
@@ -99,7 +115,7 @@ ResultsCsv(const std::vector<RunRecord>& runs)
     os << '\n';
     for (const auto& r : runs)
     {
-        os << r.scenario << ',' << r.variant;
+        os << CsvField(r.scenario) << ',' << CsvField(r.variant);
         for (const auto& c : cols)
         {
             const nlohmann::json* v = Lookup(r, c);
@@ -114,7 +130,7 @@ std::string
 TimeseriesCsv(const std::vector<RunRecord>& runs)
 {
     std::ostringstream os;
-    os << "variant,time_us,goodput_gbps\n";
+    os << "variant,time_us,goodput_gbps,queue_bytes\n";
     bool any = false;
     for (const auto& r : runs)
     {
@@ -125,7 +141,8 @@ TimeseriesCsv(const std::vector<RunRecord>& runs)
         for (const auto& p : r.timeseries)
         {
             any = true;
-            os << r.variant << ',' << Cell(p["time_us"]) << ',' << Cell(p["goodput_gbps"]) << '\n';
+            os << CsvField(r.variant) << ',' << Cell(p["time_us"]) << ',' << Cell(p["goodput_gbps"])
+               << ',' << (p.contains("queue_bytes") ? Cell(p["queue_bytes"]) : "") << '\n';
         }
     }
     return any ? os.str() : "";

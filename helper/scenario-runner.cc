@@ -1,22 +1,21 @@
 #include "scenario-runner.h"
 
 #include "fabric-helper.h"
-#include "rdma-helper.h"
-
-#include "model/metaroce/metaroce-queue-pair.h"
 #include "model/fabric/raw-traffic.h"
+#include "model/metaroce/metaroce-queue-pair.h"
+#include "rdma-helper.h"
 
 #include "ns3/config.h"
 #include "ns3/log.h"
-#include "ns3/string.h"
 #include "ns3/rng-seed-manager.h"
 #include "ns3/simulator.h"
+#include "ns3/string.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <map>
-#include <chrono>
 #include <numeric>
 #include <sys/resource.h>
 
@@ -239,7 +238,8 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     {
         TypeId::AttributeInformation info;
         TypeId::LookupByName(t.ccType).LookupAttributeByName(k, &info);
-        restore.emplace_back(t.ccType + "::" + k, info.initialValue->SerializeToString(info.checker));
+        restore.emplace_back(t.ccType + "::" + k,
+                             info.initialValue->SerializeToString(info.checker));
         Config::SetDefault(t.ccType + "::" + k, StringValue(v));
     }
     FastRng rng(static_cast<uint64_t>(stream++));
@@ -276,7 +276,8 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
             qps.push_back(QpRun{a, b, 0, {}});
         }
     }
-    std::function<void(std::size_t)> post = [&](std::size_t i) {
+    std::function<void(std::size_t)> post = [&](std::size_t i)
+    {
         QpRun& r = qps[i];
         if (r.posted >= w.messagesPerQp)
         {
@@ -284,46 +285,71 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         }
         uint16_t st = static_cast<uint16_t>(r.posted % w.streamsPerQp);
         ++r.posted;
-        uint32_t seq = r.tx->PostSend(w.messageBytes, st, [&post, i](const RdmaCompletion&) {
-            post(i);
-        });
+        uint32_t seq =
+            r.tx->PostSend(w.messageBytes, st, [&post, i](const RdmaCompletion&) { post(i); });
         r.postedAt[{st, seq}] = Simulator::Now().GetPicoSeconds();
     };
     for (std::size_t i = 0; i < qps.size(); ++i)
     {
-        qps[i].rx->SetReceiveHandler([&, i](const RdmaCompletion& c) {
-            auto it = qps[i].postedAt.find({c.stream, c.seq});
-            if (it != qps[i].postedAt.end())
+        qps[i].rx->SetReceiveHandler(
+            [&, i](const RdmaCompletion& c)
             {
-                fctUs.push_back((c.completedPs - it->second) / 1e6);
-                qps[i].postedAt.erase(it);
-            }
-            ++completed;
-            lastDonePs = std::max(lastDonePs, c.completedPs);
-            if (completed == total)
-            {
-                Simulator::Stop(); // done: timers still pending need not run
-            }
-        });
-        Simulator::Schedule(PicoSeconds(startPs), [&post, &w, i]() {
-            for (uint32_t k = 0; k < w.outstandingPerQp; ++k)
-            {
-                post(i);
-            }
-        });
+                auto it = qps[i].postedAt.find({c.stream, c.seq});
+                if (it != qps[i].postedAt.end())
+                {
+                    fctUs.push_back((c.completedPs - it->second) / 1e6);
+                    qps[i].postedAt.erase(it);
+                }
+                ++completed;
+                lastDonePs = std::max(lastDonePs, c.completedPs);
+                if (completed == total)
+                {
+                    Simulator::Stop(); // done: timers still pending need not run
+                }
+            });
+        Simulator::Schedule(PicoSeconds(startPs),
+                            [&post, &w, i]()
+                            {
+                                for (uint32_t k = 0; k < w.outstandingPerQp; ++k)
+                                {
+                                    post(i);
+                                }
+                            });
     }
 
-    // Optional time series of delivered throughput.
-    std::vector<std::pair<double, double>> series;
+    // Optional time series: delivered throughput, and for an incast the bytes queued towards
+    // the target (every plane's last hop).
+    struct Sample
+    {
+        double timeUs;
+        double goodputGbps;
+        uint64_t queueBytes;
+    };
+
+    std::vector<Sample> series;
     uint64_t lastBytes = 0;
-    std::function<void()> sample = [&]() {
+    std::vector<FabricNetDevice*> lastHops;
+    if (w.who.pattern == "incast")
+    {
+        for (uint32_t p = 0; p < fabric.NumPlanes(); ++p)
+        {
+            lastHops.push_back(fabric.HostPort(w.who.incastTarget, p)->GetPeer());
+        }
+    }
+    std::function<void()> sample = [&]()
+    {
         uint64_t bytes = 0;
         for (const auto& r : qps)
         {
             bytes += r.rx->GetCounters().bytesDelivered;
         }
-        series.emplace_back(Simulator::Now().GetMicroSeconds(),
-                            (bytes - lastBytes) * 8.0 / (spec.timeseriesBinUs * 1e3));
+        uint64_t q = 0;
+        for (auto* d : lastHops)
+        {
+            q += d->GetQueueBytes();
+        }
+        series.push_back({static_cast<double>(Simulator::Now().GetNanoSeconds()) / 1e3,
+                          (bytes - lastBytes) * 8.0 / (spec.timeseriesBinUs * 1e3), q});
         lastBytes = bytes;
         if (completed < total)
         {
@@ -372,6 +398,8 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
             pc.planeFailovers += p.planeFailovers;
             pc.planeRecoveries += p.planeRecoveries;
             pc.lastPlaneAvoidedPs = std::max(pc.lastPlaneAvoidedPs, p.lastPlaneAvoidedPs);
+            // the slowest QP's first detection
+            pc.firstPlaneAvoidedPs = std::max(pc.firstPlaneAvoidedPs, p.firstPlaneAvoidedPs);
             pc.lastPlaneRecoveredPs = std::max(pc.lastPlaneRecoveredPs, p.lastPlaneRecoveredPs);
             maxActivePaths = std::max<uint64_t>(maxActivePaths, m->GetActivePaths());
             qwndSum += m->GetQpWindowBytes();
@@ -380,7 +408,8 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     }
     std::sort(fctUs.begin(), fctUs.end());
     double spanUs = (lastDonePs - startPs) / 1e6;
-    double mean = fctUs.empty() ? 0 : std::accumulate(fctUs.begin(), fctUs.end(), 0.0) / fctUs.size();
+    double mean =
+        fctUs.empty() ? 0 : std::accumulate(fctUs.begin(), fctUs.end(), 0.0) / fctUs.size();
     rec.metrics = {
         {"goodput_gbps", spanUs > 0 ? bytes * 8.0 / (spanUs * 1e3) : 0.0},
         {"completion_us", spanUs},
@@ -415,20 +444,98 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         rec.metrics["mean_qwnd_packets"] = qwndSum / metaQps / qps[0].tx->GetMtu();
         for (const auto& f : spec.faults)
         {
-            if (f.kind == "plane_down" && pc.lastPlaneAvoidedPs >= 0)
+            if (f.kind == "plane_down" && pc.firstPlaneAvoidedPs >= 0)
             {
-                rec.metrics["plane_detection_us"] = pc.lastPlaneAvoidedPs / 1e6 - f.atUs;
+                rec.metrics["plane_detection_us"] = pc.firstPlaneAvoidedPs / 1e6 - f.atUs;
             }
         }
     }
     if (!series.empty())
     {
         nlohmann::json ts = nlohmann::json::array();
-        for (const auto& [t, g] : series)
+        for (const auto& x : series)
         {
-            ts.push_back({{"time_us", t}, {"goodput_gbps", g}});
+            nlohmann::json row = {{"time_us", x.timeUs}, {"goodput_gbps", x.goodputGbps}};
+            if (!lastHops.empty())
+            {
+                row["queue_bytes"] = x.queueBytes;
+            }
+            ts.push_back(row);
         }
         rec.timeseries = ts;
+        std::vector<double> bins;
+        for (const auto& x : series)
+        {
+            bins.push_back(x.goodputGbps);
+        }
+        std::sort(bins.begin(), bins.end());
+        rec.metrics["goodput_median_bin_gbps"] = Percentile(bins, 0.5);
+        // Throughput around a plane outage: before it, in its second half (settled), and
+        // after recovery once the first bins have passed.
+        for (const auto& f : spec.faults)
+        {
+            if (f.kind != "plane_down" || f.untilUs < 0)
+            {
+                continue;
+            }
+            auto mean = [&](double from, double to)
+            {
+                double sum = 0;
+                int n = 0;
+                for (const auto& x : series)
+                {
+                    if (x.timeUs - spec.timeseriesBinUs >= from && x.timeUs <= to)
+                    {
+                        sum += x.goodputGbps;
+                        ++n;
+                    }
+                }
+                return n ? sum / n : 0.0;
+            };
+            double end = series.back().timeUs;
+            rec.metrics["goodput_before_fault_gbps"] = mean(w.startUs + 200, f.atUs);
+            rec.metrics["goodput_during_fault_gbps"] = mean((f.atUs + f.untilUs) / 2, f.untilUs);
+            rec.metrics["goodput_after_recovery_gbps"] = mean((f.untilUs + end) / 2, end);
+        }
+        if (!lastHops.empty())
+        {
+            // Incast: the peak queue at the last hop, and when it settled for good (below a
+            // tenth of its peak and never again above a fifth).
+            uint64_t peak = 0;
+            std::size_t peakAt = 0;
+            for (std::size_t i = 0; i < series.size(); ++i)
+            {
+                if (series[i].queueBytes > peak)
+                {
+                    peak = series[i].queueBytes;
+                    peakAt = i;
+                }
+            }
+            double settle = -1;
+            for (std::size_t i = peakAt; i < series.size(); ++i)
+            {
+                bool stays = true;
+                for (std::size_t k = i; k < series.size() && stays; ++k)
+                {
+                    stays = series[k].queueBytes * 5 <= peak;
+                }
+                if (series[i].queueBytes * 10 <= peak && stays)
+                {
+                    settle = series[i].timeUs - w.startUs;
+                    break;
+                }
+            }
+            double tail = 0;
+            std::size_t n = 0;
+            for (std::size_t i = series.size() / 2; i < series.size(); ++i)
+            {
+                tail += series[i].queueBytes;
+                ++n;
+            }
+            rec.metrics["peak_queue_bytes"] = peak;
+            rec.metrics["queue_settle_us"] = settle;
+            rec.metrics["steady_queue_bytes"] = n ? tail / n : 0.0;
+        }
     }
     for (uint32_t i = 0; i < rdma.NumNics(); ++i)
     {

@@ -122,8 +122,8 @@ ParsePattern(const JsonReader& w, const TopologySpec& topo)
     if (p.pattern == "incast")
     {
         p.incastTarget = static_cast<uint32_t>(w.UInt("target", 0, 0, topo.nics - 1));
-        p.senders = static_cast<uint32_t>(
-            w.UInt("senders", topo.nics - 1, 1, std::max(1u, topo.nics - 1)));
+        p.senders =
+            static_cast<uint32_t>(w.UInt("senders", topo.nics - 1, 1, std::max(1u, topo.nics - 1)));
     }
     if (p.pattern == "explicit")
     {
@@ -166,9 +166,8 @@ ParseRaw(const JsonReader& w, const TopologySpec& topo)
         {
             if (!v.is_number_unsigned() || v.get<uint32_t>() >= topo.planes)
             {
-                w.Fail("planes",
-                       "each plane must be a whole number below " + std::to_string(topo.planes) +
-                           ", got " + v.dump());
+                w.Fail("planes", "each plane must be a whole number below " +
+                                     std::to_string(topo.planes) + ", got " + v.dump());
             }
             r.planes.push_back(v.get<uint32_t>());
         }
@@ -224,7 +223,7 @@ ParseAttributes(const JsonReader& r, const std::string& key, TypeId tid)
         if (!tid.LookupAttributeByName(it.key(), &info))
         {
             std::string known;
-            for (TypeId t = tid; ; t = t.GetParent())
+            for (TypeId t = tid;; t = t.GetParent())
             {
                 for (std::size_t i = 0; i < t.GetAttributeN(); ++i)
                 {
@@ -238,8 +237,8 @@ ParseAttributes(const JsonReader& r, const std::string& key, TypeId tid)
             throw InputError(where + ": not an attribute of " + tid.GetName() + " (it has " +
                              known + ")");
         }
-        std::string value = it.value().is_string() ? it.value().get<std::string>()
-                                                   : it.value().dump();
+        std::string value =
+            it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
         if (!info.checker->CreateValidValue(StringValue(value)))
         {
             throw InputError(where + ": '" + value + "' is not a valid value (" +
@@ -279,8 +278,8 @@ ParseTransport(const JsonReader& t)
         !ccTid.IsChildOf(TypeId::LookupByName("ns3::metaroce::RdmaCongestionOps")))
     {
         t.Fail("congestion_control",
-               "must be aimd, dcqcn, none or the TypeId name of an RdmaCongestionOps, got \"" +
-                   cc + "\"");
+               "must be aimd, dcqcn, none or the TypeId name of an RdmaCongestionOps, got \"" + cc +
+                   "\"");
     }
     s.qpAttributes = ParseAttributes(t, "attributes", TypeId::LookupByName(s.qpType));
     s.ccAttributes = ParseAttributes(t, "cc_attributes", ccTid);

@@ -22,7 +22,7 @@ struct PatternSpec
 {
     std::string pattern; //!< "permutation", "pairs", "incast", "explicit"
     uint32_t incastTarget{0};
-    uint32_t senders{0};                                //!< incast: how many NICs send
+    uint32_t senders{0};                              //!< incast: how many NICs send
     std::vector<std::pair<uint32_t, uint32_t>> flows; //!< explicit (src, dst)
 };
 
@@ -61,7 +61,7 @@ struct TransportSpec
 
 struct FaultSpec
 {
-    std::string kind; //!< "plane_down", "link_down", "loss"
+    std::string kind;         //!< "plane_down", "link_down", "loss"
     std::string scope{"all"}; //!< plane_down: "all" links, or "fabric" (NIC links stay up)
     uint32_t plane{0};
     uint32_t nic{0};

@@ -152,8 +152,17 @@ TEST_CASE("MetaRoCE AIMD: ECN on path A shrinks only A's window", "[metaroce][cc
     }
     cc->OnAck(s, 0, 4096, 10000000, true);
     CHECK(s.paths[0].cwndBytes < 32 * 4096);
+    CHECK_FALSE(s.paths[0].slowStart);
     CHECK(s.paths[1].cwndBytes == 32 * 4096);
-    // ECN-free ACKs grow a path's window by one packet per window of ACKs.
+    // In slow start (no congestion seen yet), a window of ACKs doubles the window.
+    for (int i = 0; i < 32; ++i)
+    {
+        cc->OnAck(s, 1, 4096, 10000000, false);
+    }
+    CHECK(s.paths[1].cwndBytes == 64 * 4096);
+    // After the first congestion signal: one packet per window of ACKs.
+    s.paths[1].slowStart = false;
+    s.paths[1].cwndBytes = 32 * 4096;
     double before = s.paths[1].cwndBytes;
     for (int i = 0; i < 32; ++i)
     {

@@ -141,31 +141,47 @@ FabricNetDevice::Enqueue(FabricFrame&& frame)
 void
 FabricNetDevice::TryTransmit()
 {
-    // Control frames first; data only if its class is not paused (one data FIFO: a paused
-    // head blocks the frames behind it, as in a single-queue port).
+    // Control frames first, then data unless its class is paused (one data FIFO: a paused
+    // head blocks the frames behind it, as in a single-queue port). A frame still inside the
+    // switch pipeline (readyPs in the future) blocks nothing: the other queue may go.
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    bool dataOk = !m_queue[1].Empty() && !IsPaused(m_queue[1].Front().tc);
     FrameRing* q = nullptr;
+    int64_t wait = INT64_MAX;
     if (!m_queue[0].Empty())
     {
-        q = &m_queue[0];
+        if (m_queue[0].Front().readyPs <= now)
+        {
+            q = &m_queue[0];
+        }
+        else
+        {
+            wait = m_queue[0].Front().readyPs;
+        }
     }
-    else if (!m_queue[1].Empty() && !IsPaused(m_queue[1].Front().tc))
+    if (q == nullptr && dataOk)
     {
-        q = &m_queue[1];
+        if (m_queue[1].Front().readyPs <= now)
+        {
+            q = &m_queue[1];
+        }
+        else
+        {
+            wait = std::min(wait, m_queue[1].Front().readyPs);
+        }
     }
     if (q == nullptr)
     {
-        if (m_queue[1].Empty() && m_receiver != nullptr)
+        if (wait != INT64_MAX)
+        {
+            // Forwarding latency not yet elapsed: start later, still one event.
+            m_txEvent =
+                Simulator::Schedule(PicoSeconds(wait - now), &FabricNetDevice::TryTransmit, this);
+        }
+        else if (m_queue[1].Empty() && m_receiver != nullptr)
         {
             m_receiver->NotifyPortIdle(this);
         }
-        return;
-    }
-    int64_t now = Simulator::Now().GetPicoSeconds();
-    if (q->Front().readyPs > now)
-    {
-        // Forwarding latency of the switch not yet elapsed: start later, still one event.
-        m_txEvent = Simulator::Schedule(PicoSeconds(q->Front().readyPs - now),
-                                        &FabricNetDevice::TryTransmit, this);
         return;
     }
     uint32_t qi = static_cast<uint32_t>(q - m_queue);

@@ -45,6 +45,12 @@ MetaRoceAimd::GetTypeId()
                           "Assumption: 0.5.",
                           DoubleValue(0.5), MakeDoubleAccessor(&MetaRoceAimd::m_lossBeta),
                           MakeDoubleChecker<double>(0.0, 1.0))
+            .AddAttribute("SlowStart",
+                          "A path grows its window by what each ACK acknowledges (doubling per "
+                          "RTT) until its first ECN mark, loss or timeout, as TCP does; without "
+                          "it a 1.5 ms path would need ~100 RTTs to fill. Assumption: on.",
+                          BooleanValue(true), MakeBooleanAccessor(&MetaRoceAimd::m_slowStart),
+                          MakeBooleanChecker())
             .AddAttribute("UseRateHints", "Pace the QP at the receiver's rate hint (RCN).",
                           BooleanValue(true), MakeBooleanAccessor(&MetaRoceAimd::m_useHints),
                           MakeBooleanChecker());
@@ -61,6 +67,7 @@ MetaRoceAimd::Fork() const
     c->m_lossThreshold = m_lossThreshold;
     c->m_lossBeta = m_lossBeta;
     c->m_useHints = m_useHints;
+    c->m_slowStart = m_slowStart;
     return c;
 }
 
@@ -89,6 +96,7 @@ MetaRoceAimd::OnAck(CcState& s, uint32_t path, uint64_t ackedBytes, int64_t rttP
     double mtu = s.mtu;
     if (ecn)
     {
+        p.slowStart = false;
         if (MayDecrease(p, now))
         {
             double f = std::max(frac, m_ecnGain);
@@ -99,7 +107,14 @@ MetaRoceAimd::OnAck(CcState& s, uint32_t path, uint64_t ackedBytes, int64_t rttP
     }
     if (ackedBytes > 0)
     {
-        p.cwndBytes += m_ai * mtu * static_cast<double>(ackedBytes) / p.cwndBytes;
+        if (m_slowStart && p.slowStart)
+        {
+            p.cwndBytes += static_cast<double>(ackedBytes); // doubles every RTT
+        }
+        else
+        {
+            p.cwndBytes += m_ai * mtu * static_cast<double>(ackedBytes) / p.cwndBytes;
+        }
         p.cwndBytes = std::min(p.cwndBytes, p.maxCwndBytes);
     }
 }
@@ -116,6 +131,7 @@ MetaRoceAimd::OnLoss(CcState& s, uint32_t path, uint32_t lost)
         p.lossesInRtt = 0;
     }
     p.lossesInRtt += lost;
+    p.slowStart = false;
     if (p.lossesInRtt >= m_lossThreshold && MayDecrease(p, now))
     {
         p.cwndBytes = std::max<double>(s.mtu, p.cwndBytes * (1 - m_lossBeta));
@@ -128,6 +144,7 @@ void
 MetaRoceAimd::OnTimeout(CcState& s, uint32_t path)
 {
     s.paths[path].cwndBytes = s.mtu;
+    s.paths[path].slowStart = false;
     s.paths[path].lastDecreasePs = Simulator::Now().GetPicoSeconds();
 }
 

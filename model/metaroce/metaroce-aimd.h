@@ -1,7 +1,7 @@
 /*
  * MetaRoCE's baseline congestion control: AIMD on every path's window (PWND) separately.
- *  - additive increase: AdditiveIncrease packets per RTT on a path whose ACKs carry no ECN
- *    echo (pwnd += ai * mtu * acked / pwnd);
+ *  - slow start on a path until it sees its first congestion signal, then additive
+ *    increase: AdditiveIncrease packets per RTT on ACKs without ECN echo;
  *  - multiplicative decrease on ECN, on that path only, at most once per path RTT, by
  *    EcnBeta x the path's marked fraction (a DCTCP-style EWMA, gain EcnGain);
  *  - on losses only after LossThreshold of them within one RTT: pwnd *= (1 - LossBeta);
@@ -46,6 +46,7 @@ class MetaRoceAimd : public RdmaCongestionOps
     uint32_t m_lossThreshold{3};
     double m_lossBeta{0.5};
     bool m_useHints{true};
+    bool m_slowStart{true};
     std::vector<double> m_ecnFrac;
 };
 

@@ -5,6 +5,7 @@
 #include "model/transport/rdma-nic.h"
 
 #include "ns3/boolean.h"
+#include "ns3/double.h"
 #include "ns3/enum.h"
 #include "ns3/log.h"
 #include "ns3/object-factory.h"
@@ -12,6 +13,7 @@
 #include "ns3/uinteger.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace ns3
@@ -55,6 +57,19 @@ MetaRoceQueuePair::GetTypeId()
                           "Cap on the QP's bytes in flight (QWND), in packets; 0: none.",
                           UintegerValue(0), MakeUintegerAccessor(&MetaRoceQueuePair::m_qpWindowCap),
                           MakeUintegerChecker<uint32_t>())
+            .AddAttribute("HintWindowGain",
+                          "While the receiver's rate hint holds the QP below line rate, its "
+                          "bytes in flight are capped at HintWindowGain x hint x base RTT, so "
+                          "the senders of an incast together keep about one bandwidth-delay "
+                          "product in flight and the queue stays short. Assumption: 1.25.",
+                          DoubleValue(1.25),
+                          MakeDoubleAccessor(&MetaRoceQueuePair::m_hintWindowGain),
+                          MakeDoubleChecker<double>(0.1, 100))
+            .AddAttribute("PacingBurst",
+                          "Packets a paced QP may send back to back after a stall (token-bucket "
+                          "depth of its rate-hint pacing). Assumption: 2.",
+                          UintegerValue(2), MakeUintegerAccessor(&MetaRoceQueuePair::m_pacingBurst),
+                          MakeUintegerChecker<uint32_t>(0, 1024))
             .AddAttribute("AckInterval",
                           "Data packets per ACK on a path (ACK coalescing). A gap is "
                           "acknowledged at once. Assumption: 1.",
@@ -466,6 +481,36 @@ MetaRoceQueuePair::NextChunk(uint64_t& msg, uint32_t& pkt, bool& retx)
 }
 
 bool
+MetaRoceQueuePair::QpWindowOpen() const
+{
+    bool hinted = m_cc.rateBps < m_cc.lineRateBps && m_qpMinRttPs > 0;
+    if (m_qpWindowCap == 0 && !hinted)
+    {
+        return true;
+    }
+    uint64_t inflight = 0;
+    for (const auto& c : m_cc.paths)
+    {
+        inflight += c.inflightBytes;
+    }
+    if (inflight == 0)
+    {
+        return true;
+    }
+    double cap = m_qpWindowCap != 0 ? static_cast<double>(m_qpWindowCap) * m_mtu : 1e300;
+    if (hinted)
+    {
+        cap = std::min(cap,
+                       m_hintWindowGain * m_cc.rateBps / 8e12 * static_cast<double>(m_qpMinRttPs));
+    }
+    if (!hinted)
+    {
+        return static_cast<double>(inflight + m_mtu) <= cap;
+    }
+    return static_cast<double>(inflight) < cap; // a partial packet of the hinted cap rounds up
+}
+
+bool
 MetaRoceQueuePair::HasData()
 {
     while (!m_retx.empty())
@@ -534,6 +579,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         m_paths[slot].nextProbePs = now + m_probeInterval.GetPicoSeconds();
         rec = {kProbe, now, 0, 0, REC_INFLIGHT};
         h.msgBytes = 0;
+        h.flags |= RdmaHeader::kFlagProbe;
         ++m_pc.probesSent;
     }
     else
@@ -551,17 +597,9 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
             }
             return PullResult::Nothing;
         }
-        if (m_qpWindowCap != 0)
+        if (!QpWindowOpen())
         {
-            uint64_t inflight = 0;
-            for (const auto& c : m_cc.paths)
-            {
-                inflight += c.inflightBytes;
-            }
-            if (inflight + m_mtu > static_cast<uint64_t>(m_qpWindowCap) * m_mtu)
-            {
-                return PullResult::Nothing;
-            }
+            return PullResult::Nothing; // an ACK will reopen it
         }
         int32_t s = SelectPath(port, now);
         if (s < 0)
@@ -612,15 +650,18 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
     out = MakeFrame(h, payload, p.entropy, true);
     if (m_cc.rateBps < m_cc.lineRateBps)
     {
+        // Token bucket: a sender that paused (window closed) may catch up by PacingBurst
+        // packets, so a fair share is not lost to momentary stalls.
+        int64_t gap = static_cast<int64_t>(out.wireBytes * 8e12 / m_cc.rateBps);
         m_paceVirtPs =
-            std::max(m_paceVirtPs, now) + static_cast<int64_t>(out.wireBytes * 8e12 / m_cc.rateBps);
+            std::max(m_paceVirtPs, now - static_cast<int64_t>(m_pacingBurst) * gap) + gap;
     }
     ArmTimer(now + RtoPs(slot));
     if (pl.avoided)
     {
         return PullResult::Sent;
     }
-    bool more = HasData() && SelectPath(port, now) >= 0 &&
+    bool more = HasData() && SelectPath(port, now) >= 0 && QpWindowOpen() &&
                 (m_cc.rateBps >= m_cc.lineRateBps || m_paceVirtPs <= now);
     return more ? PullResult::More : PullResult::Sent;
 }
@@ -766,6 +807,10 @@ MetaRoceQueuePair::AvoidPlane(uint32_t plane, int64_t now)
     pl.avoided = true;
     ++m_pc.planeFailovers;
     m_pc.lastPlaneAvoidedPs = now;
+    if (m_pc.firstPlaneAvoidedPs < 0)
+    {
+        m_pc.firstPlaneAvoidedPs = now;
+    }
     m_planeTrace(plane, false);
     uint32_t lost = 0;
     for (uint16_t i : std::vector<uint16_t>(pl.paths))
@@ -883,6 +928,10 @@ MetaRoceQueuePair::NotifyPortState(uint32_t port, bool up)
         }
         ++m_pc.planeFailovers;
         m_pc.lastPlaneAvoidedPs = now;
+        if (m_pc.firstPlaneAvoidedPs < 0)
+        {
+            m_pc.firstPlaneAvoidedPs = now;
+        }
         m_planeTrace(port, false);
         for (uint32_t k = 0; k < lost; ++k)
         {
@@ -921,8 +970,16 @@ MetaRoceQueuePair::MaybeGrow(int64_t now)
             return; // some path can still grow its own window
         }
     }
-    OpenPath(LeastPopulatedPlane());
-    ++m_pc.pathsGrown;
+    // Every window is at its cap: open as many paths as the bandwidth-delay product of the
+    // QP's rate needs (QWND / per-path cap), within MaxPaths.
+    double bdp = m_cc.rateBps / 8e12 * static_cast<double>(std::max(m_qpMinRttPs, m_qpSrttPs));
+    uint32_t target = static_cast<uint32_t>(std::ceil(bdp / cap));
+    target = std::min(std::max(target, active + 1), m_maxPaths);
+    for (uint32_t k = active; k < target; ++k)
+    {
+        OpenPath(LeastPopulatedPlane());
+        ++m_pc.pathsGrown;
+    }
     m_lastGrowPs = now;
     m_windowLimited = false;
 }
@@ -1015,7 +1072,8 @@ MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHead
     {
         return; // an older epoch's packet: placed if new, its path state is gone
     }
-    if (r.unacked >= m_ackInterval || gap || h.msgBytes == 0)
+    r.probe = (h.flags & RdmaHeader::kFlagProbe) != 0;
+    if (r.unacked >= m_ackInterval || gap || r.probe)
     {
         SendPathAck(h.path);
     }
@@ -1049,7 +1107,7 @@ MetaRoceQueuePair::SendPathAck(uint32_t pathId)
     a.epoch = r.epoch;
     a.sack = r.above.w;
     a.timestampPs = r.lastTsPs;
-    a.flags = r.ecn ? RdmaHeader::kFlagEcnEcho : 0;
+    a.flags = (r.ecn ? RdmaHeader::kFlagEcnEcho : 0) | (r.probe ? RdmaHeader::kFlagProbe : 0);
     a.rateHintMbps = static_cast<uint32_t>(std::min(m_hint->HintBps() / 1e6, 4.0e9));
     r.ecn = false;
     r.unacked = 0;
@@ -1154,7 +1212,9 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
     }
     AdvanceBase(h.path);
     // RTT from the echoed timestamp (RFC 6298 smoothing).
-    int64_t rtt = h.timestampPs > 0 ? now - h.timestampPs : -1;
+    // (not from a probe: an empty packet's RTT is shorter than a data packet's)
+    int64_t rtt =
+        h.timestampPs > 0 && (h.flags & RdmaHeader::kFlagProbe) == 0 ? now - h.timestampPs : -1;
     if (rtt > 0)
     {
         if (c.srttPs == 0)
@@ -1169,6 +1229,7 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
         }
         c.minRttPs = c.minRttPs == 0 ? rtt : std::min(c.minRttPs, rtt);
         m_qpSrttPs = m_qpSrttPs == 0 ? rtt : (7 * m_qpSrttPs + rtt) / 8;
+        m_qpMinRttPs = m_qpMinRttPs == 0 ? rtt : std::min(m_qpMinRttPs, rtt);
     }
     p.consecutiveTimeouts = 0;
     p.lastProgressPs = now;

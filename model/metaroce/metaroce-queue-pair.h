@@ -101,6 +101,7 @@ class MetaRoceQueuePair : public QueuePair
         uint64_t probesSent{0};
         uint64_t staleAcks{0};
         uint64_t lossesDetected{0};
+        int64_t firstPlaneAvoidedPs{-1}; //!< first time a plane was avoided
         int64_t lastPlaneAvoidedPs{-1};
         int64_t lastPlaneRecoveredPs{-1};
     };
@@ -196,6 +197,7 @@ class MetaRoceQueuePair : public QueuePair
         uint8_t port{0};
         bool init{false};
         bool ecn{false};
+        bool probe{false}; //!< the last packet was a probe
     };
 
     struct Plane
@@ -217,6 +219,8 @@ class MetaRoceQueuePair : public QueuePair
     bool Eligible(uint32_t i) const;
     bool NextChunk(uint64_t& msg, uint32_t& pkt, bool& retx);
     bool HasData();
+    /// Whether the QP's bytes in flight leave room for one more packet (QWND caps).
+    bool QpWindowOpen() const;
     void WakeAll();
     void Wake(uint32_t plane);
     void PacingWake();
@@ -243,6 +247,8 @@ class MetaRoceQueuePair : public QueuePair
     uint32_t m_initialWindow{16};
     uint32_t m_pathWindowCap{128};
     uint32_t m_qpWindowCap{0};
+    double m_hintWindowGain{1.25};
+    uint32_t m_pacingBurst{2};
     uint32_t m_ackInterval{1};
     Time m_ackDelay;
     Time m_rtoMin;
@@ -265,6 +271,7 @@ class MetaRoceQueuePair : public QueuePair
     uint64_t m_txMsg{0};
     int64_t m_paceVirtPs{0};
     int64_t m_qpSrttPs{0};
+    int64_t m_qpMinRttPs{0}; //!< lowest RTT seen on any path: the base RTT
     int64_t m_lastEcnPs{-1};
     int64_t m_lastGrowPs{0};
     int64_t m_timerAtPs{-1};

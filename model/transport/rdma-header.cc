@@ -64,7 +64,7 @@ RdmaHeader::Serialize(Buffer::Iterator i) const
                 i.WriteHtonU16(path);
                 i.WriteU8(epoch);
                 i.WriteU8(0);
-                i.WriteHtonU32(0);
+                i.WriteHtonU32(ackBase);
                 i.WriteHtonU64(static_cast<uint64_t>(timestampPs));
             }
             break;
@@ -113,7 +113,7 @@ RdmaHeader::Deserialize(Buffer::Iterator i)
                 path = i.ReadNtohU16();
                 epoch = i.ReadU8();
                 i.ReadU8();
-                i.ReadNtohU32();
+                ackBase = i.ReadNtohU32();
                 timestampPs = static_cast<int64_t>(i.ReadNtohU64());
             }
             break;

@@ -62,6 +62,7 @@ class RdmaHeader : public Header
 
     static constexpr uint8_t kFlagEcnEcho = 1;
     static constexpr uint8_t kFlagRetransmit = 2;
+    static constexpr uint8_t kFlagProbe = 4; //!< data: an empty probe; ACK: echoes a probe
 };
 
 } // namespace metaroce
