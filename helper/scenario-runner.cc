@@ -389,7 +389,8 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         sum.duplicatePackets += d.duplicatePackets;
         sum.outOfOrderDropped += d.outOfOrderDropped;
         sum.ecnMarkedReceived += d.ecnMarkedReceived;
-        stuck += r.tx->GetPendingSends() > 0 ? 1 : 0;
+        // (the run stops at the last receiver completion: the last ACKs may be in flight)
+        stuck += d.messagesReceived < w.messagesPerQp ? 1 : 0;
         if (auto m = DynamicCast<MetaRoceQueuePair>(r.tx))
         {
             const auto& p = m->GetPathCounters();

@@ -12,6 +12,7 @@ import tempfile
 
 SIM, ROOT = sys.argv[1], sys.argv[2]
 SCENARIO = os.path.join(ROOT, "scenarios", "fabric-ecmp-collisions.json")
+STREAMS = os.path.join(ROOT, "scenarios", "multiplane-bidirectional.json")
 failures = []
 
 
@@ -72,6 +73,16 @@ with tempfile.TemporaryDirectory() as tmp:
         (lambda: [SCENARIO, "--bogus"], "--bogus: unknown option"),
         (lambda: [SCENARIO, "--out", "/nonexistent-dir/x.json"], "--out"),
         (lambda: [], "no scenario file"),
+        (lambda: [STREAMS, "--set", "transport.attributes.Bogus=1"],
+         "transport.attributes.Bogus: not an attribute"),
+        (lambda: [STREAMS, "--set", "transport.attributes.MinPaths=0"],
+         "transport.attributes.MinPaths"),
+        (lambda: [STREAMS, "--set", "transport.congestion_control=cubic"],
+         "transport.congestion_control"),
+        (lambda: [STREAMS, "--set", "transport.kind=tcp"], "transport.kind"),
+        (lambda: [STREAMS, "--set", "workload.flows.0.dst=0"], "workload.flows[0].dst"),
+        (lambda: [STREAMS, "--set", "faults=[{\"kind\":\"plane_down\",\"plane\":1,"
+                  "\"at_us\":1,\"scope\":\"half\"}]"], "faults[0].scope"),
         (lambda: [os.path.join(tmp, "missing.json")], "cannot open file"),
     ]
     for make_args, needle in bad:
@@ -113,6 +124,20 @@ with tempfile.TemporaryDirectory() as tmp:
     if os.path.exists(o3) and os.path.exists(outs[0]):
         check(open(o3[:-5] + ".csv").read() != open(outs[0][:-5] + ".csv").read(),
               "seed 2 gives the same results as seed 1")
+
+# Streams over both transports: every byte delivered, nothing left unfinished.
+o = os.path.join(tempfile.gettempdir(), f"cli-streams-{os.getpid()}.json")
+r = run([STREAMS, "--quiet", "--out", o])
+check(r.returncode == 0, f"streams run exit {r.returncode}: {r.stderr}")
+if os.path.exists(o):
+    for run_ in json.load(open(o))["runs"]:
+        m, c = run_["metrics"], run_["counters"]
+        check(m["messages_completed"] == m["messages_total"], f"{run_['variant']}: unfinished")
+        check(c["qps_unfinished"] == 0, f"{run_['variant']}: QPs left with work")
+        check(m["goodput_gbps"] > 1000, f"{run_['variant']}: bidirectional goodput "
+              f"{m['goodput_gbps']} Gb/s")
+    os.remove(o)
+    os.remove(o[:-5] + ".csv")
 
 print("cli: all checks passed" if not failures else f"cli: {len(failures)} checks failed")
 sys.exit(1 if failures else 0)

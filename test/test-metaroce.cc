@@ -154,11 +154,16 @@ TEST_CASE("MetaRoCE AIMD: ECN on path A shrinks only A's window", "[metaroce][cc
     CHECK(s.paths[0].cwndBytes < 32 * 4096);
     CHECK_FALSE(s.paths[0].slowStart);
     CHECK(s.paths[1].cwndBytes == 32 * 4096);
-    // In slow start (no congestion seen yet), a window of ACKs doubles the window.
+    // In slow start (no congestion seen yet), a window of ACKs doubles a window in use.
     for (int i = 0; i < 32; ++i)
     {
+        s.paths[1].inflightBytes = static_cast<uint64_t>(s.paths[1].cwndBytes) - 4096;
         cc->OnAck(s, 1, 4096, 10000000, false);
     }
+    CHECK(s.paths[1].cwndBytes == 64 * 4096);
+    // A window the path does not fill does not grow.
+    s.paths[1].inflightBytes = 0;
+    cc->OnAck(s, 1, 4096, 10000000, false);
     CHECK(s.paths[1].cwndBytes == 64 * 4096);
     // After the first congestion signal: one packet per window of ACKs.
     s.paths[1].slowStart = false;
@@ -166,6 +171,7 @@ TEST_CASE("MetaRoCE AIMD: ECN on path A shrinks only A's window", "[metaroce][cc
     double before = s.paths[1].cwndBytes;
     for (int i = 0; i < 32; ++i)
     {
+        s.paths[1].inflightBytes = 31 * 4096;
         cc->OnAck(s, 1, 4096, 10000000, false);
     }
     CHECK(s.paths[1].cwndBytes == Approx(before + 4096).epsilon(0.02));

@@ -51,6 +51,10 @@ MetaRoceAimd::GetTypeId()
                           "it a 1.5 ms path would need ~100 RTTs to fill. Assumption: on.",
                           BooleanValue(true), MakeBooleanAccessor(&MetaRoceAimd::m_slowStart),
                           MakeBooleanChecker())
+            .AddAttribute("WindowValidation",
+                          "Grow a path's window only while the path fills it. Assumption: on.",
+                          BooleanValue(true), MakeBooleanAccessor(&MetaRoceAimd::m_validate),
+                          MakeBooleanChecker())
             .AddAttribute("UseRateHints", "Pace the QP at the receiver's rate hint (RCN).",
                           BooleanValue(true), MakeBooleanAccessor(&MetaRoceAimd::m_useHints),
                           MakeBooleanChecker());
@@ -68,6 +72,7 @@ MetaRoceAimd::Fork() const
     c->m_lossBeta = m_lossBeta;
     c->m_useHints = m_useHints;
     c->m_slowStart = m_slowStart;
+    c->m_validate = m_validate;
     return c;
 }
 
@@ -105,7 +110,11 @@ MetaRoceAimd::OnAck(CcState& s, uint32_t path, uint64_t ackedBytes, int64_t rttP
         }
         return;
     }
-    if (ackedBytes > 0)
+    // Grow only a window that is in use, as RFC 7661 validates a TCP window (at least half of
+    // it in flight): a path held back by its NIC port or the application keeps the window it
+    // needs instead of drifting up to the cap.
+    bool used = static_cast<double>(p.inflightBytes + ackedBytes) + mtu >= p.cwndBytes / 2;
+    if (ackedBytes > 0 && (used || !m_validate))
     {
         if (m_slowStart && p.slowStart)
         {

@@ -47,6 +47,7 @@ class MetaRoceAimd : public RdmaCongestionOps
     double m_lossBeta{0.5};
     bool m_useHints{true};
     bool m_slowStart{true};
+    bool m_validate{true};
     std::vector<double> m_ecnFrac;
 };
 

@@ -972,9 +972,9 @@ MetaRoceQueuePair::MaybeGrow(int64_t now)
     }
     // Every window is at its cap: open as many paths as the bandwidth-delay product of the
     // QP's rate needs (QWND / per-path cap), within MaxPaths.
-    double bdp = m_cc.rateBps / 8e12 * static_cast<double>(std::max(m_qpMinRttPs, m_qpSrttPs));
+    double bdp = m_cc.rateBps / 8e12 * static_cast<double>(m_qpMinRttPs); // base RTT
     uint32_t target = static_cast<uint32_t>(std::ceil(bdp / cap));
-    target = std::min(std::max(target, active + 1), m_maxPaths);
+    target = std::min(target, m_maxPaths);
     for (uint32_t k = active; k < target; ++k)
     {
         OpenPath(LeastPopulatedPlane());
