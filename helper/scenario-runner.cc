@@ -1,12 +1,14 @@
 #include "scenario-runner.h"
 
 #include "fabric-helper.h"
+#include "model/collective/communicator.h"
 #include "model/fabric/raw-traffic.h"
 #include "model/metaroce/metaroce-queue-pair.h"
 #include "rdma-helper.h"
 
 #include "ns3/config.h"
 #include "ns3/log.h"
+#include "ns3/object-factory.h"
 #include "ns3/rng-seed-manager.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
@@ -547,9 +549,218 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         Config::SetDefault(k, StringValue(v));
     }
 }
+
+/// Applies the transport's QP type, congestion control and attribute overrides to a factory;
+/// returns the defaults to restore after the run.
+std::vector<std::pair<std::string, std::string>>
+ConfigureTransport(const TransportSpec& t, ObjectFactory& f)
+{
+    f.SetTypeId(t.qpType);
+    for (const auto& [k, v] : t.qpAttributes)
+    {
+        f.Set(k, StringValue(v));
+    }
+    f.Set("CongestionControl", TypeIdValue(TypeId::LookupByName(t.ccType)));
+    std::vector<std::pair<std::string, std::string>> restore;
+    for (const auto& [k, v] : t.ccAttributes)
+    {
+        TypeId::AttributeInformation info;
+        TypeId::LookupByName(t.ccType).LookupAttributeByName(k, &info);
+        restore.emplace_back(t.ccType + "::" + k,
+                             info.initialValue->SerializeToString(info.checker));
+        Config::SetDefault(t.ccType + "::" + k, StringValue(v));
+    }
+    return restore;
+}
+
+CollectiveOp
+OpOf(const std::string& s)
+{
+    if (s == "allreduce")
+    {
+        return CollectiveOp::AllReduce;
+    }
+    if (s == "reducescatter")
+    {
+        return CollectiveOp::ReduceScatter;
+    }
+    if (s == "allgather")
+    {
+        return CollectiveOp::AllGather;
+    }
+    return CollectiveOp::AllToAll;
+}
+
+CollectiveAlgorithm
+AlgoOf(const std::string& s)
+{
+    if (s == "ring")
+    {
+        return CollectiveAlgorithm::Ring;
+    }
+    if (s == "tree")
+    {
+        return CollectiveAlgorithm::Tree;
+    }
+    if (s == "direct")
+    {
+        return CollectiveAlgorithm::Direct;
+    }
+    return CollectiveAlgorithm::Auto;
+}
+
+/// A collective over a list of sizes, each repeated `iterations` times, back to back.
+std::vector<RunRecord>
+RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress)
+{
+    const CollectiveWorkloadSpec& w = spec.collective;
+    RdmaHelper rdma(fabric, stream++);
+    rdma.InstallNics();
+    ObjectFactory qpf;
+    auto restore = ConfigureTransport(spec.transport, qpf);
+    std::vector<Ptr<RdmaNic>> nics;
+    for (uint32_t i = 0; i < rdma.NumNics(); ++i)
+    {
+        nics.push_back(rdma.Nic(i));
+    }
+    // Placement of ranks on NICs.
+    uint32_t n = w.ranks == 0 ? fabric.NumNics() : w.ranks;
+    std::vector<uint32_t> ranks(n);
+    if (w.placement == "random")
+    {
+        std::vector<uint32_t> all(fabric.NumNics());
+        std::iota(all.begin(), all.end(), 0u);
+        FastRng rng(static_cast<uint64_t>(stream++));
+        for (uint32_t i = static_cast<uint32_t>(all.size()) - 1; i > 0; --i)
+        {
+            std::swap(all[i], all[rng.Next() % (i + 1)]);
+        }
+        std::copy(all.begin(), all.begin() + n, ranks.begin());
+    }
+    else
+    {
+        uint32_t stride = w.placement == "strided" ? w.stride : 1;
+        std::vector<bool> used(fabric.NumNics(), false);
+        uint32_t at = 0;
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            while (used[at])
+            {
+                at = (at + 1) % fabric.NumNics();
+            }
+            ranks[i] = at;
+            used[at] = true;
+            at = (at + stride) % fabric.NumNics();
+        }
+    }
+    CollectiveConfig cfg;
+    cfg.maxChannels = w.channels;
+    cfg.qpsPerConnection = w.qpsPerConnection;
+    cfg.reducePsPerByte = w.reducePsPerByte;
+    Communicator comm(ranks, &nics, qpf, cfg);
+
+    struct SizeResult
+    {
+        std::vector<CollectiveResult> iters;
+    };
+
+    std::vector<SizeResult> results(w.sizes.size());
+    std::size_t sizeIdx = 0;
+    uint32_t iter = 0;
+    std::function<void()> next;
+    std::function<void(const CollectiveResult&)> onDone = [&](const CollectiveResult& r)
+    {
+        results[sizeIdx].iters.push_back(r);
+        if (++iter == w.iterations)
+        {
+            iter = 0;
+            ++sizeIdx;
+        }
+        if (sizeIdx < w.sizes.size())
+        {
+            next();
+        }
+        else
+        {
+            Simulator::Stop();
+        }
+    };
+    next = [&]() { comm.Start(OpOf(w.op), AlgoOf(w.algorithm), w.sizes[sizeIdx], onDone); };
+    Simulator::ScheduleNow(next);
+    Time limit = MicroSeconds(1) * spec.durationUs;
+    progress.Start(spec.scenario + "/" + spec.variant, limit);
+    Simulator::Stop(limit);
+    Simulator::Run();
+    progress.Finish();
+
+    QueuePair::Counters sum;
+    comm.ForEachQp(
+        [&](const Ptr<QueuePair>& q)
+        {
+            const auto& c = q->GetCounters();
+            sum.retransmittedPackets += c.retransmittedPackets;
+            sum.timeouts += c.timeouts;
+            sum.dataPacketsSent += c.dataPacketsSent;
+        });
+    std::vector<RunRecord> out;
+    for (std::size_t i = 0; i < w.sizes.size(); ++i)
+    {
+        RunRecord rec;
+        rec.scenario = spec.scenario;
+        rec.variant = spec.variant;
+        rec.parameters = spec.resolved;
+        const auto& it = results[i].iters;
+        rec.metrics["size_bytes"] = w.sizes[i];
+        rec.metrics["op"] = w.op;
+        rec.metrics["ranks"] = n;
+        if (it.size() < w.iterations)
+        {
+            // The duration limit ended the sweep before this size finished.
+            rec.metrics["completed"] = false;
+            out.push_back(rec);
+            continue;
+        }
+        double t = 0;
+        double spread = 0;
+        for (const auto& r : it)
+        {
+            t += (r.endPs - r.startPs) / 1e6;
+            spread += (r.endPs - r.fastestRankPs) / 1e6;
+        }
+        t /= it.size();
+        spread /= it.size();
+        double algbw = t > 0 ? w.sizes[i] / (t * 1e-6) / 1e9 : 0.0;
+        rec.metrics["completed"] = true;
+        rec.metrics["algorithm"] = ToString(it[0].algorithm);
+        rec.metrics["channels"] = it[0].channels;
+        rec.metrics["time_us"] = t;
+        rec.metrics["algbw_gbytes_per_s"] = algbw;
+        rec.metrics["busbw_gbytes_per_s"] = algbw * BusBwFactor(OpOf(w.op), n);
+        rec.metrics["rank_spread_us"] = spread;
+        rec.metrics["wire_bytes_per_rank"] = it[0].wireBytesPerRank;
+        rec.counters["messages"] = it[0].messages;
+        out.push_back(rec);
+    }
+    if (!out.empty())
+    {
+        out[0].counters["qps"] = comm.QueuePairs();
+        out[0].counters["retransmitted_packets"] = sum.retransmittedPackets;
+        out[0].counters["timeouts"] = sum.timeouts;
+        out[0].counters["data_packets_sent"] = sum.dataPacketsSent;
+    }
+    for (auto& nic : nics)
+    {
+        nic->Dispose();
+    }
+    for (const auto& [k, v] : restore)
+    {
+        Config::SetDefault(k, StringValue(v));
+    }
+    return out;
+}
 } // namespace
 
-RunRecord
+std::vector<RunRecord>
 RunScenario(const RunSpec& spec, ProgressReporter& progress)
 {
     auto wall0 = std::chrono::steady_clock::now();
@@ -564,7 +775,8 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
     double buildS = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     ScheduleFaults(*fabric, spec.faults);
 
-    RunRecord rec;
+    std::vector<RunRecord> recs(1);
+    RunRecord& rec = recs[0];
     rec.scenario = spec.scenario;
     rec.variant = spec.variant;
     rec.parameters = spec.resolved;
@@ -574,10 +786,15 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
     {
         RunRaw(spec, *fabric, stream, progress, rec);
     }
-    else
+    else if (spec.workloadKind == "streams")
     {
         RunStreams(spec, *fabric, stream, progress, rec);
     }
+    else
+    {
+        recs = RunCollective(spec, *fabric, stream, progress);
+    }
+    RunRecord& head = recs.front();
     double runS = std::chrono::duration<double>(std::chrono::steady_clock::now() - run0).count();
     uint64_t events = Simulator::GetEventCount() - ev0;
 
@@ -596,18 +813,18 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
             pausedNow += dev->IsPaused(3) ? 1 : 0;
         }
     }
-    rec.metrics["max_switch_buffer_bytes"] = maxBuffer;
-    rec.counters["drops_buffer"] = t.switchDropsBuffer;
-    rec.counters["drops_no_route"] = t.switchDropsNoRoute;
-    rec.counters["drops_link_down"] = t.portDropsLinkDown;
-    rec.counters["drops_corrupt"] = t.portDropsCorrupt;
-    rec.counters["lost_in_flight"] = t.lostInFlight;
-    rec.counters["ecn_marks"] = t.ecnMarks;
-    rec.counters["pfc_pauses"] = t.pauses;
+    head.metrics["max_switch_buffer_bytes"] = maxBuffer;
+    head.counters["drops_buffer"] = t.switchDropsBuffer;
+    head.counters["drops_no_route"] = t.switchDropsNoRoute;
+    head.counters["drops_link_down"] = t.portDropsLinkDown;
+    head.counters["drops_corrupt"] = t.portDropsCorrupt;
+    head.counters["lost_in_flight"] = t.lostInFlight;
+    head.counters["ecn_marks"] = t.ecnMarks;
+    head.counters["pfc_pauses"] = t.pauses;
     // A port still paused when the run ends never got its RESUME: a possible PFC deadlock.
-    rec.counters["pfc_ports_paused_at_end"] = pausedNow;
-    rec.counters["switch_forwards"] = t.forwarded;
-    rec.cost = {
+    head.counters["pfc_ports_paused_at_end"] = pausedNow;
+    head.counters["switch_forwards"] = t.forwarded;
+    head.cost = {
         {"build_wall_s", buildS},
         {"run_wall_s", runS},
         {"events", events},
@@ -619,7 +836,7 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
     };
     fabric.reset();
     Simulator::Destroy();
-    return rec;
+    return recs;
 }
 
 } // namespace metaroce

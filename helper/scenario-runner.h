@@ -9,6 +9,7 @@
 #include "scenario.h"
 
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace ns3
 {
@@ -26,7 +27,8 @@ struct RunRecord
     nlohmann::json timeseries; //!< optional: [{time_us, goodput_gbps}]
 };
 
-RunRecord RunScenario(const RunSpec& spec, ProgressReporter& progress);
+/// Runs one variant; a collective sweep gives one record per message size.
+std::vector<RunRecord> RunScenario(const RunSpec& spec, ProgressReporter& progress);
 
 /// Peak resident set of this process so far, in bytes.
 uint64_t PeakRssBytes();

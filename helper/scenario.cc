@@ -202,6 +202,66 @@ ParseStreams(const JsonReader& w, const TopologySpec& topo)
     return s;
 }
 
+CollectiveWorkloadSpec
+ParseCollective(const JsonReader& w, const TopologySpec& topo)
+{
+    CollectiveWorkloadSpec c;
+    c.op = w.Choice("op", {"allreduce", "reducescatter", "allgather", "alltoall"});
+    c.algorithm = w.Choice("algorithm", "auto", {"auto", "ring", "tree", "direct"});
+    if (c.algorithm == "tree" && c.op != "allreduce")
+    {
+        w.Fail("algorithm", "tree runs all-reduce only");
+    }
+    if (c.algorithm == "direct" && c.op != "alltoall")
+    {
+        w.Fail("algorithm", "direct runs all-to-all only");
+    }
+    if (c.op == "alltoall" && c.algorithm == "ring")
+    {
+        w.Fail("algorithm", "all-to-all runs with direct (or auto)");
+    }
+    if (w.Has("sizes_bytes"))
+    {
+        const auto& arr = w.Raw("sizes_bytes");
+        if (!arr.is_array() || arr.empty())
+        {
+            w.Fail("sizes_bytes", "must be a non-empty array of byte counts");
+        }
+        for (const auto& v : arr)
+        {
+            if (!v.is_number_unsigned() || v.get<uint64_t>() > (1ULL << 40))
+            {
+                w.Fail("sizes_bytes",
+                       "each size must be a whole number up to 2^40, got " + v.dump());
+            }
+            c.sizes.push_back(v.get<uint64_t>());
+        }
+    }
+    else
+    {
+        uint64_t lo = w.UInt("min_bytes", 0, 1ULL << 40);
+        uint64_t hi = w.UInt("max_bytes", lo, 1ULL << 40);
+        uint64_t f = w.UInt("step_factor", 2, 2, 1024);
+        for (uint64_t b = lo; b <= hi; b = b == 0 ? 1 : b * f)
+        {
+            c.sizes.push_back(b);
+            if (b == 0 && hi == 0)
+            {
+                break;
+            }
+        }
+    }
+    c.ranks = static_cast<uint32_t>(w.UInt("ranks", 0, 0, topo.nics));
+    c.placement = w.Choice("placement", "contiguous", {"contiguous", "strided", "random"});
+    c.stride = static_cast<uint32_t>(w.UInt("stride", 1, 1, topo.nics));
+    c.iterations = static_cast<uint32_t>(w.UInt("iterations", 1, 1, 1000));
+    c.channels = static_cast<uint32_t>(w.UInt("channels", 0, 0, 64));
+    c.qpsPerConnection = static_cast<uint32_t>(w.UInt("qps_per_connection", 1, 1, 64));
+    c.reducePsPerByte = w.Number("reduce_ps_per_byte", 0.0, 0.0, 1e6);
+    w.Finish();
+    return c;
+}
+
 /// Attribute overrides: each key must be an attribute of `tid` and its value valid for it.
 std::vector<std::pair<std::string, std::string>>
 ParseAttributes(const JsonReader& r, const std::string& key, TypeId tid)
@@ -340,7 +400,7 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
     run.durationUs = r.Number("duration_us", 1e-3, 1e12);
     run.topology = ParseTopology(r.Raw("topology"), "topology");
     JsonReader w = r.Object("workload");
-    run.workloadKind = w.Choice("kind", {"raw", "streams"});
+    run.workloadKind = w.Choice("kind", {"raw", "streams", "collective"});
     if (run.workloadKind == "raw")
     {
         run.raw = ParseRaw(w, run.topology);
@@ -349,21 +409,39 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
             r.Fail("transport", "a raw workload uses no transport");
         }
     }
-    else
+    else if (run.workloadKind == "streams")
     {
         run.streams = ParseStreams(w, run.topology);
+        run.transport = ParseTransport(r.Object("transport"));
+    }
+    else
+    {
+        run.collective = ParseCollective(w, run.topology);
         run.transport = ParseTransport(r.Object("transport"));
     }
     if (r.Has("faults"))
     {
         run.faults = ParseFaults(r, run.topology, run.durationUs);
     }
-    run.table = {"offered_goodput_gbps",
-                 "delivered_goodput_gbps",
-                 "delivery_ratio",
-                 "drops_buffer",
-                 "ecn_marks",
-                 "max_latency_us"};
+    if (run.workloadKind == "raw")
+    {
+        run.table = {"offered_goodput_gbps",
+                     "delivered_goodput_gbps",
+                     "delivery_ratio",
+                     "drops_buffer",
+                     "ecn_marks",
+                     "max_latency_us"};
+    }
+    else if (run.workloadKind == "streams")
+    {
+        run.table = {"goodput_gbps", "completion_us", "msg_fct_p99_us", "retransmitted_packets",
+                     "timeouts",     "drops_buffer",  "pfc_pauses"};
+    }
+    else
+    {
+        run.table = {"size_bytes",         "algorithm",          "time_us",
+                     "algbw_gbytes_per_s", "busbw_gbytes_per_s", "rank_spread_us"};
+    }
     if (r.Has("outputs"))
     {
         JsonReader o = r.Object("outputs");

@@ -49,6 +49,21 @@ struct StreamsWorkloadSpec
     double startUs{0};
 };
 
+/// A collective swept over message sizes (nccl-tests style).
+struct CollectiveWorkloadSpec
+{
+    std::string op;        //!< allreduce, reducescatter, allgather, alltoall
+    std::string algorithm; //!< auto, ring, tree, direct
+    std::vector<uint64_t> sizes;
+    uint32_t ranks{0};     //!< 0: every NIC
+    std::string placement; //!< contiguous, strided, random
+    uint32_t stride{1};
+    uint32_t iterations{1};
+    uint32_t channels{0}; //!< 0: NCCL's rule
+    uint32_t qpsPerConnection{1};
+    double reducePsPerByte{0};
+};
+
 /// The transport of a run: a QP TypeId, its congestion control and attribute overrides.
 struct TransportSpec
 {
@@ -79,9 +94,10 @@ struct RunSpec
     uint64_t seed{1};
     double durationUs{0}; //!< raw: how long traffic flows; streams: the simulated-time limit
     TopologySpec topology;
-    std::string workloadKind; //!< "raw" or "streams"
+    std::string workloadKind; //!< "raw", "streams" or "collective"
     RawWorkloadSpec raw;
     StreamsWorkloadSpec streams;
+    CollectiveWorkloadSpec collective;
     TransportSpec transport;
     double timeseriesBinUs{0}; //!< > 0: record delivered throughput per bin
     std::vector<FaultSpec> faults;

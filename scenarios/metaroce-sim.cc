@@ -173,7 +173,10 @@ main(int argc, char* argv[])
         std::vector<RunRecord> records;
         for (const auto& run : sc.runs)
         {
-            records.push_back(RunScenario(run, progress));
+            for (auto& rec : RunScenario(run, progress))
+            {
+                records.push_back(std::move(rec));
+            }
         }
         std::cout << "# " << sc.name << (sc.description.empty() ? "" : ": " + sc.description)
                   << "\n";

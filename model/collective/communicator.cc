@@ -1,0 +1,743 @@
+#include "communicator.h"
+
+#include "model/transport/rdma-nic.h"
+
+#include "ns3/abort.h"
+#include "ns3/log.h"
+#include "ns3/simulator.h"
+#include "ns3/uinteger.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_LOG_COMPONENT_DEFINE("Communicator");
+
+std::string
+ToString(CollectiveOp op)
+{
+    switch (op)
+    {
+        case CollectiveOp::AllReduce:
+            return "allreduce";
+        case CollectiveOp::ReduceScatter:
+            return "reducescatter";
+        case CollectiveOp::AllGather:
+            return "allgather";
+        case CollectiveOp::AllToAll:
+            return "alltoall";
+    }
+    return "?";
+}
+
+std::string
+ToString(CollectiveAlgorithm a)
+{
+    switch (a)
+    {
+        case CollectiveAlgorithm::Auto:
+            return "auto";
+        case CollectiveAlgorithm::Ring:
+            return "ring";
+        case CollectiveAlgorithm::Tree:
+            return "tree";
+        case CollectiveAlgorithm::Direct:
+            return "direct";
+    }
+    return "?";
+}
+
+double
+BusBwFactor(CollectiveOp op, uint32_t n)
+{
+    if (n <= 1)
+    {
+        return 0;
+    }
+    return op == CollectiveOp::AllReduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
+}
+
+// ---------------------------------------------------------------- internal structures
+
+/// The QPs between two ranks, in one direction of use (src sends, dst receives).
+struct Communicator::Conn
+{
+    std::vector<Ptr<QueuePair>> tx;
+    std::vector<Ptr<QueuePair>> rx;
+    std::vector<uint64_t> sent; //!< per channel: messages issued over the connection's life
+};
+
+/// One message a rank sends: `deps` are (in-queue, index) pairs that must have arrived.
+struct SendOp
+{
+    uint64_t bytes{0};
+    std::vector<std::pair<uint32_t, uint64_t>> deps;
+    bool reduce{false};
+};
+
+struct OutQueue
+{
+    uint32_t peer{0};
+    uint32_t channel{0};
+    uint32_t window{1};
+    std::vector<SendOp> ops;
+    std::size_t next{0};
+    uint32_t inflight{0};
+    uint64_t acked{0};
+    uint64_t base{0};
+    bool active{false};
+};
+
+struct InQueue
+{
+    uint32_t peer{0};
+    uint32_t channel{0};
+    uint64_t expected{0};
+    uint64_t received{0};
+    uint64_t base{0};
+    std::vector<bool> got;
+};
+
+struct RankState
+{
+    std::vector<OutQueue> out;
+    std::vector<InQueue> in;
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> inIndex; //!< (peer, channel) -> in queue
+    std::size_t nextToActivate{0};
+    uint32_t activeLimit{UINT32_MAX};
+    uint32_t active{0};
+    uint64_t pending{0}; //!< sends not acked + receives not arrived
+    uint64_t sentBytes{0};
+    bool done{false};
+    int64_t donePs{0};
+};
+
+struct Communicator::Run
+{
+    CollectiveResult result;
+    std::vector<RankState> ranks;
+    uint32_t ranksDone{0};
+    std::function<void(const CollectiveResult&)> done;
+};
+
+// ---------------------------------------------------------------- set-up
+
+Communicator::Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<RdmaNic>>* nics,
+                           ObjectFactory qpFactory, CollectiveConfig cfg)
+    : m_ranks(std::move(ranks))
+    , m_nics(nics)
+    , m_qpFactory(std::move(qpFactory))
+    , m_cfg(cfg)
+{
+    // Transports whose QPs are not pinned to a port spray one QP over every plane and carry
+    // channels as streams; pinned ones (RoCEv2) need a QP per channel.
+    TypeId::AttributeInformation info;
+    m_multiplexed = !m_qpFactory.GetTypeId().LookupAttributeByName("Port", &info);
+    if (m_cfg.maxChannels == 0)
+    {
+        // NCCL: channels per net peer = ceil(NIC bandwidth / 14 GB/s).
+        m_cfg.maxChannels = static_cast<uint32_t>(
+            std::max<uint64_t>(1, (NicBytesPerSecond() + 14000000000ULL - 1) / 14000000000ULL));
+    }
+}
+
+Communicator::~Communicator() = default;
+
+uint64_t
+Communicator::NicBytesPerSecond() const
+{
+    const Ptr<RdmaNic>& nic = (*m_nics)[m_ranks.front()];
+    uint64_t bps = 0;
+    for (uint32_t p = 0; p < nic->GetNPorts(); ++p)
+    {
+        bps += nic->GetPort(p)->GetDataRate().GetBitRate();
+    }
+    return bps / 8;
+}
+
+void
+Communicator::ForEachQp(const std::function<void(const Ptr<QueuePair>&)>& f) const
+{
+    for (const auto& [k, c] : m_conns)
+    {
+        for (const auto& q : c->tx)
+        {
+            f(q);
+        }
+    }
+}
+
+Communicator::Conn&
+Communicator::Connection(uint32_t src, uint32_t dst)
+{
+    auto key = std::make_pair(src, dst);
+    auto it = m_conns.find(key);
+    if (it != m_conns.end())
+    {
+        return *it->second;
+    }
+    auto c = std::make_unique<Conn>();
+    c->sent.assign(m_cfg.maxChannels * 2, 0);
+    uint32_t nqp = m_multiplexed ? 1 : m_cfg.maxChannels * 2 * m_cfg.qpsPerConnection;
+    Ptr<RdmaNic> a = (*m_nics)[m_ranks[src]];
+    Ptr<RdmaNic> b = (*m_nics)[m_ranks[dst]];
+    uint32_t planes = a->GetNPorts();
+    for (uint32_t i = 0; i < nqp; ++i)
+    {
+        Ptr<QueuePair> qa = m_qpFactory.Create<QueuePair>();
+        Ptr<QueuePair> qb = m_qpFactory.Create<QueuePair>();
+        if (!m_multiplexed)
+        {
+            // A pinned QP per channel: channels spread over the planes, as NCCL spreads
+            // channels over NICs.
+            uint32_t channel = i / m_cfg.qpsPerConnection;
+            uint32_t plane = (channel + src) % planes;
+            qa->SetAttribute("Port", UintegerValue(plane));
+            qb->SetAttribute("Port", UintegerValue(plane));
+            qa->SetAttribute("Entropy",
+                             UintegerValue(49152 + (src * 7919 + dst * 104729 + i * 31) % 16384));
+            qb->SetAttribute("Entropy",
+                             UintegerValue(49152 + (dst * 7919 + src * 104729 + i * 31) % 16384));
+        }
+        uint32_t qa_n = a->AddQueuePair(qa);
+        uint32_t qb_n = b->AddQueuePair(qb);
+        qa->Connect(m_ranks[dst], qb_n);
+        qb->Connect(m_ranks[src], qa_n);
+        c->tx.push_back(qa);
+        c->rx.push_back(qb);
+        m_qps += 2;
+        // The receive side of the connection reports (channel, message index) upwards.
+        uint32_t q = m_cfg.qpsPerConnection;
+        bool mux = m_multiplexed;
+        qb->SetReceiveHandler(
+            [this, src, dst, i, q, mux](const RdmaCompletion& rc)
+            {
+                if (!m_run)
+                {
+                    return;
+                }
+                uint32_t channel = mux ? rc.stream : i / q;
+                uint64_t index = mux ? rc.seq : static_cast<uint64_t>(rc.seq) * q + i % q;
+                OnReceived(*m_run, dst, src, channel, index);
+            });
+    }
+    Conn& ref = *c;
+    m_conns.emplace(key, std::move(c));
+    return ref;
+}
+
+uint32_t
+Communicator::ChannelsFor(uint64_t bytes) const
+{
+    // NCCL trims channels for small messages: a channel wants 512 threads x 64 B (Simple).
+    uint64_t c = std::max<uint64_t>(1, bytes / (512 * 64));
+    return static_cast<uint32_t>(std::min<uint64_t>(c, m_cfg.maxChannels));
+}
+
+CollectiveAlgorithm
+Communicator::Select(CollectiveOp op, uint64_t bytes) const
+{
+    if (op == CollectiveOp::AllToAll)
+    {
+        return CollectiveAlgorithm::Direct;
+    }
+    if (op != CollectiveOp::AllReduce || Size() < 3)
+    {
+        return CollectiveAlgorithm::Ring;
+    }
+    // NCCL's model (Simple protocol, one rank per host): time = latency x steps + bytes / bw.
+    // Ring: 2(n-1) network steps at 14 us, x1.4 "ring plateau" when multi-node; algbw =
+    // busbw x n / (2(n-1)). Tree: 2 log2(n) steps; algbw = busbw / 2.
+    const double lat = 14e-6;
+    const double n = Size();
+    const double bw = static_cast<double>(NicBytesPerSecond());
+    double ring = 1.4 * (8.4e-6 + 2 * (n - 1) * lat) + bytes / (bw * n / (2 * (n - 1)));
+    double tree = 8.4e-6 + 2 * std::log2(n) * lat + bytes / (bw * 0.5);
+    return tree < ring ? CollectiveAlgorithm::Tree : CollectiveAlgorithm::Ring;
+}
+
+// ---------------------------------------------------------------- plans
+
+namespace
+{
+/// Splits `bytes` into `parts` sizes that differ by at most one byte.
+uint64_t
+PartOf(uint64_t bytes, uint64_t parts, uint64_t i)
+{
+    return bytes / parts + (i < bytes % parts ? 1 : 0);
+}
+
+uint32_t
+AddIn(RankState& r, uint32_t peer, uint32_t channel, uint64_t expected)
+{
+    auto key = std::make_pair(peer, channel);
+    auto it = r.inIndex.find(key);
+    if (it != r.inIndex.end())
+    {
+        r.in[it->second].expected += expected;
+        return it->second;
+    }
+    InQueue q;
+    q.peer = peer;
+    q.channel = channel;
+    q.expected = expected;
+    r.in.push_back(q);
+    r.inIndex[key] = static_cast<uint32_t>(r.in.size() - 1);
+    return static_cast<uint32_t>(r.in.size() - 1);
+}
+
+OutQueue&
+AddOut(RankState& r, uint32_t peer, uint32_t channel, uint32_t window)
+{
+    for (auto& q : r.out)
+    {
+        if (q.peer == peer && q.channel == channel)
+        {
+            return q;
+        }
+    }
+    OutQueue q;
+    q.peer = peer;
+    q.channel = channel;
+    q.window = window;
+    r.out.push_back(std::move(q));
+    return r.out.back();
+}
+
+/// Ring reduce-scatter / all-gather / all-reduce: each rank sends to the next and receives from
+/// the previous; per channel, steps x slices messages; a step's slice forwards the slice the
+/// previous step received.
+void
+PlanRing(std::vector<RankState>& ranks, CollectiveOp op, uint64_t bytes, uint32_t channels,
+         const CollectiveConfig& cfg)
+{
+    const uint32_t k = static_cast<uint32_t>(ranks.size());
+    const uint32_t steps = op == CollectiveOp::AllReduce ? 2 * (k - 1) : k - 1;
+    for (uint32_t ch = 0; ch < channels; ++ch)
+    {
+        uint64_t chBytes = PartOf(bytes, channels, ch);
+        uint64_t chunkMax = (chBytes + k - 1) / k;
+        uint64_t slices =
+            std::max<uint64_t>(1, (chunkMax + cfg.ringSliceBytes - 1) / cfg.ringSliceBytes);
+        for (uint32_t r = 0; r < k; ++r)
+        {
+            uint32_t next = (r + 1) % k;
+            uint32_t prev = (r + k - 1) % k;
+            RankState& rs = ranks[r];
+            uint32_t in = AddIn(rs, prev, ch, static_cast<uint64_t>(steps) * slices);
+            OutQueue& out = AddOut(rs, next, ch, cfg.ringSlicesInFlight);
+            for (uint32_t s = 0; s < steps; ++s)
+            {
+                // The chunk rank r handles at step s: reduce-scatter sends (r - s), all-gather
+                // (r + 1 - s') after it; the index only sizes the chunk.
+                uint32_t chunk = (r + 2 * k - s) % k;
+                uint64_t chunkBytes = PartOf(chBytes, k, chunk);
+                for (uint64_t j = 0; j < slices; ++j)
+                {
+                    SendOp op2;
+                    op2.bytes = PartOf(chunkBytes, slices, j);
+                    op2.reduce = op != CollectiveOp::AllGather &&
+                                 s < (op == CollectiveOp::AllReduce ? k - 1 : steps) && s > 0;
+                    if (s > 0)
+                    {
+                        op2.deps.emplace_back(in, (s - 1) * slices + j);
+                    }
+                    out.ops.push_back(std::move(op2));
+                }
+            }
+        }
+    }
+}
+
+/// Double binary tree all-reduce: two trees, each half the data; a heap-ordered binary tree
+/// over the ranks and its mirror, so a leaf of one is interior in the other. Reduce up to the
+/// root chunk by chunk, then broadcast down.
+void
+PlanTree(std::vector<RankState>& ranks, uint64_t bytes, uint32_t channels,
+         const CollectiveConfig& cfg)
+{
+    const uint32_t k = static_cast<uint32_t>(ranks.size());
+    uint32_t perTree = std::max<uint32_t>(1, channels / 2);
+    for (uint32_t t = 0; t < 2; ++t)
+    {
+        auto rankOf = [&](uint32_t node) { return t == 0 ? node : k - 1 - node; };
+        uint64_t treeBytes = PartOf(bytes, 2, t);
+        for (uint32_t c = 0; c < perTree; ++c)
+        {
+            uint32_t ch = t * perTree + c;
+            uint64_t chBytes = PartOf(treeBytes, perTree, c);
+            uint64_t chunks =
+                std::max<uint64_t>(1, (chBytes + cfg.treeChunkBytes - 1) / cfg.treeChunkBytes);
+            for (uint32_t node = 0; node < k; ++node)
+            {
+                uint32_t r = rankOf(node);
+                RankState& rs = ranks[r];
+                std::vector<uint32_t> kids;
+                for (uint32_t kid : {2 * node + 1, 2 * node + 2})
+                {
+                    if (kid < k)
+                    {
+                        kids.push_back(rankOf(kid));
+                    }
+                }
+                std::vector<uint32_t> fromKids;
+                for (uint32_t kid : kids)
+                {
+                    fromKids.push_back(AddIn(rs, kid, ch, chunks));
+                }
+                int32_t fromParent = -1;
+                if (node > 0)
+                {
+                    uint32_t parent = rankOf((node - 1) / 2);
+                    fromParent = static_cast<int32_t>(AddIn(rs, parent, ch, chunks));
+                    OutQueue& up = AddOut(rs, parent, ch, cfg.treeChunksInFlight);
+                    for (uint64_t j = 0; j < chunks; ++j)
+                    {
+                        SendOp op;
+                        op.bytes = PartOf(chBytes, chunks, j);
+                        op.reduce = !kids.empty();
+                        for (uint32_t q : fromKids)
+                        {
+                            op.deps.emplace_back(q, j);
+                        }
+                        up.ops.push_back(std::move(op));
+                    }
+                }
+                for (uint32_t kid : kids)
+                {
+                    OutQueue& down = AddOut(rs, kid, ch, cfg.treeChunksInFlight);
+                    for (uint64_t j = 0; j < chunks; ++j)
+                    {
+                        SendOp op;
+                        op.bytes = PartOf(chBytes, chunks, j);
+                        if (fromParent >= 0)
+                        {
+                            op.deps.emplace_back(static_cast<uint32_t>(fromParent), j);
+                        }
+                        else
+                        {
+                            for (uint32_t q : fromKids) // the root: once the chunk is reduced
+                            {
+                                op.deps.emplace_back(q, j);
+                            }
+                        }
+                        down.ops.push_back(std::move(op));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// NCCL's p2p peer order for rank r of k: groups of 8 ranks, group deltas in NCCL's
+/// quadratic sequence, then local deltas 0..7.
+std::vector<uint32_t>
+PeerSchedule(uint32_t r, uint32_t k)
+{
+    const uint32_t g = 8;
+    uint32_t nGroups = (k + g - 1) / g;
+    uint32_t pow2 = 1;
+    while (pow2 < nGroups)
+    {
+        pow2 <<= 1;
+    }
+    std::vector<uint32_t> order;
+    uint32_t delta = 0;
+    for (uint32_t round = 0, seen = 0; seen < nGroups; ++round)
+    {
+        if (delta < nGroups)
+        {
+            ++seen;
+            for (uint32_t d = 0; d < g; ++d)
+            {
+                uint32_t group = (r / g + delta) % nGroups;
+                uint32_t peer = group * g + (r % g + d) % g;
+                if (peer < k && peer != r)
+                {
+                    order.push_back(peer);
+                }
+            }
+        }
+        delta = (delta + round + 1) % pow2;
+    }
+    // Ranks a partial last group made unreachable through the pattern are appended.
+    std::vector<bool> have(k, false);
+    for (uint32_t p : order)
+    {
+        have[p] = true;
+    }
+    for (uint32_t p = 0; p < k; ++p)
+    {
+        if (p != r && !have[p])
+        {
+            order.push_back(p);
+        }
+    }
+    return order;
+}
+
+/// All-to-all: S / k bytes to every peer in NCCL's schedule, in 128 KiB chunks (smaller for
+/// small messages), at most p2pPeersInFlight peers at a time.
+void
+PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, const CollectiveConfig& cfg)
+{
+    const uint32_t k = static_cast<uint32_t>(ranks.size());
+    uint64_t perPeer = bytes / k;
+    uint64_t chunk = cfg.p2pChunkBytes;
+    if (perPeer < cfg.p2pChunkBytes)
+    {
+        chunk = cfg.p2pChunkBytes / 4;
+    }
+    else if (perPeer < 8 * cfg.p2pChunkBytes)
+    {
+        chunk = cfg.p2pChunkBytes / 2;
+    }
+    uint64_t chunks = std::max<uint64_t>(1, (perPeer + chunk - 1) / chunk);
+    for (uint32_t r = 0; r < k; ++r)
+    {
+        RankState& rs = ranks[r];
+        rs.activeLimit = cfg.p2pPeersInFlight;
+        for (uint32_t peer : PeerSchedule(r, k))
+        {
+            OutQueue& out = AddOut(rs, peer, 0, cfg.p2pChunksInFlight);
+            for (uint64_t j = 0; j < chunks; ++j)
+            {
+                SendOp op;
+                op.bytes = PartOf(perPeer, chunks, j);
+                out.ops.push_back(std::move(op));
+            }
+            AddIn(ranks[peer], r, 0, chunks);
+        }
+    }
+}
+} // namespace
+
+// ---------------------------------------------------------------- engine
+
+void
+Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
+                    std::function<void(const CollectiveResult&)> done)
+{
+    NS_ABORT_MSG_IF(m_run && m_run->ranksDone < Size(),
+                    "Communicator::Start: the previous collective has not finished");
+    if (algo == CollectiveAlgorithm::Auto)
+    {
+        algo = Select(op, bytes);
+    }
+    NS_ABORT_MSG_IF(algo == CollectiveAlgorithm::Tree && op != CollectiveOp::AllReduce,
+                    "tree is an all-reduce algorithm");
+    NS_ABORT_MSG_IF(algo == CollectiveAlgorithm::Direct && op != CollectiveOp::AllToAll,
+                    "direct is the all-to-all algorithm");
+    NS_ABORT_MSG_IF(op == CollectiveOp::AllToAll && algo != CollectiveAlgorithm::Direct,
+                    "all-to-all runs with the direct algorithm");
+    m_run = std::make_unique<Run>();
+    Run& run = *m_run;
+    run.done = std::move(done);
+    run.result.op = op;
+    run.result.algorithm = algo;
+    run.result.bytes = bytes;
+    run.result.ranks = Size();
+    run.result.startPs = Simulator::Now().GetPicoSeconds();
+    run.ranks.resize(Size());
+    uint32_t channels = ChannelsFor(bytes);
+    run.result.channels = channels;
+    if (Size() > 1 && bytes > 0)
+    {
+        if (algo == CollectiveAlgorithm::Ring)
+        {
+            PlanRing(run.ranks, op, bytes, channels, m_cfg);
+        }
+        else if (algo == CollectiveAlgorithm::Tree)
+        {
+            PlanTree(run.ranks, bytes, std::max<uint32_t>(2, channels), m_cfg);
+        }
+        else
+        {
+            PlanDirect(run.ranks, bytes, m_cfg);
+        }
+    }
+    // Bases: indices continue where each connection's previous collective ended.
+    for (uint32_t r = 0; r < Size(); ++r)
+    {
+        RankState& rs = run.ranks[r];
+        for (auto& q : rs.out)
+        {
+            Conn& c = Connection(r, q.peer);
+            q.base = c.sent[q.channel];
+            rs.pending += q.ops.size();
+            run.result.messages += q.ops.size();
+        }
+        for (auto& q : rs.in)
+        {
+            Conn& c = Connection(q.peer, r);
+            q.base = c.sent[q.channel];
+            q.got.assign(q.expected, false);
+            rs.pending += q.expected;
+        }
+    }
+    for (uint32_t r = 0; r < Size(); ++r)
+    {
+        RankState& rs = run.ranks[r];
+        while (rs.nextToActivate < rs.out.size() && rs.active < rs.activeLimit)
+        {
+            rs.out[rs.nextToActivate++].active = true;
+            ++rs.active;
+        }
+    }
+    for (uint32_t r = 0; r < Size(); ++r)
+    {
+        if (run.ranks[r].pending == 0)
+        {
+            Finish(run, r);
+        }
+        else
+        {
+            Post(run, r);
+        }
+    }
+}
+
+void
+Communicator::Post(Run& run, uint32_t r)
+{
+    RankState& rs = run.ranks[r];
+    for (uint32_t qi = 0; qi < rs.out.size(); ++qi)
+    {
+        OutQueue& q = rs.out[qi];
+        if (!q.active)
+        {
+            continue;
+        }
+        while (q.inflight < q.window && q.next < q.ops.size())
+        {
+            const SendOp& op = q.ops[q.next];
+            bool ready = true;
+            for (const auto& [in, idx] : op.deps)
+            {
+                ready = ready && rs.in[in].got[idx];
+            }
+            if (!ready)
+            {
+                break;
+            }
+            ++q.next;
+            ++q.inflight;
+            rs.sentBytes += op.bytes;
+            Conn& c = Connection(r, q.peer);
+            uint64_t index = c.sent[q.channel]++;
+            Ptr<QueuePair> qp;
+            uint16_t stream = 0;
+            if (m_multiplexed)
+            {
+                qp = c.tx[0];
+                stream = static_cast<uint16_t>(q.channel);
+            }
+            else
+            {
+                uint32_t qpc = m_cfg.qpsPerConnection;
+                qp = c.tx[q.channel * qpc + index % qpc];
+            }
+            uint64_t bytes = op.bytes;
+            auto send = [this, qp, bytes, stream, r, qi]()
+            {
+                qp->PostSend(bytes, stream,
+                             [this, r, qi](const RdmaCompletion&)
+                             {
+                                 if (m_run)
+                                 {
+                                     OnSent(*m_run, r, qi);
+                                 }
+                             });
+            };
+            if (op.reduce && m_cfg.reducePsPerByte > 0)
+            {
+                Simulator::Schedule(
+                    PicoSeconds(static_cast<int64_t>(bytes * m_cfg.reducePsPerByte)), send);
+            }
+            else
+            {
+                send();
+            }
+        }
+    }
+}
+
+void
+Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
+{
+    RankState& rs = run.ranks[r];
+    OutQueue& q = rs.out[qi];
+    --q.inflight;
+    ++q.acked;
+    --rs.pending;
+    if (q.acked == q.ops.size() && q.active)
+    {
+        q.active = false;
+        --rs.active;
+        while (rs.nextToActivate < rs.out.size() && rs.active < rs.activeLimit)
+        {
+            rs.out[rs.nextToActivate++].active = true;
+            ++rs.active;
+        }
+    }
+    if (rs.pending == 0)
+    {
+        Finish(run, r);
+        return;
+    }
+    Post(run, r);
+}
+
+void
+Communicator::OnReceived(Run& run, uint32_t r, uint32_t src, uint32_t channel, uint64_t index)
+{
+    RankState& rs = run.ranks[r];
+    auto it = rs.inIndex.find({src, channel});
+    NS_ABORT_MSG_IF(it == rs.inIndex.end(), "collective: a message nobody expected arrived");
+    InQueue& q = rs.in[it->second];
+    uint64_t i = index - q.base;
+    NS_ABORT_MSG_IF(i >= q.expected || q.got[i], "collective: message index out of plan");
+    q.got[i] = true;
+    ++q.received;
+    --rs.pending;
+    if (rs.pending == 0)
+    {
+        Finish(run, r);
+        return;
+    }
+    Post(run, r);
+}
+
+void
+Communicator::Finish(Run& run, uint32_t r)
+{
+    RankState& rs = run.ranks[r];
+    if (rs.done)
+    {
+        return;
+    }
+    rs.done = true;
+    rs.donePs = Simulator::Now().GetPicoSeconds();
+    run.result.wireBytesPerRank = std::max(run.result.wireBytesPerRank, rs.sentBytes);
+    if (run.ranksDone == 0)
+    {
+        run.result.fastestRankPs = rs.donePs;
+    }
+    if (++run.ranksDone == Size())
+    {
+        run.result.endPs = rs.donePs;
+        // Reported from a fresh event: the callback may start the next collective, which
+        // replaces this run.
+        if (run.done)
+        {
+            Simulator::ScheduleNow([done = run.done, res = run.result]() { done(res); });
+        }
+    }
+}
+
+} // namespace metaroce
+} // namespace ns3

@@ -1,0 +1,138 @@
+/*
+ * NCCL-style collectives over either transport, driven only by message completions.
+ *
+ * A Communicator is an ordered set of ranks (one accelerator = one NIC each) with persistent
+ * connections between the pairs its algorithms use. A collective is compiled into, for every
+ * rank, ordered send lists per (peer, channel) whose entries may wait for a given message to
+ * have arrived from some peer (the data they forward or reduce). The engine posts a send as
+ * soon as its dependency is met and its connection has a free slot (a bounded number of
+ * slices in flight per connection, as NCCL's FIFO of NCCL_STEPS buffers). No global oracle:
+ * every decision is a rank's, on its own completions.
+ *
+ * Connections: MetaRoCE multiplexes a communicator's channels as streams of one QP per peer;
+ * RoCEv2 opens QpsPerConnection QPs per (peer, channel) and deals messages round-robin over
+ * them (NCCL_IB_QPS_PER_CONNECTION, NCCL_IB_SPLIT_DATA_ON_QPS = 0).
+ */
+#ifndef METAROCE_COMMUNICATOR_H
+#define METAROCE_COMMUNICATOR_H
+
+#include "model/transport/queue-pair.h"
+
+#include "ns3/callback.h"
+#include "ns3/nstime.h"
+#include "ns3/object-factory.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+class RdmaNic;
+
+enum class CollectiveOp
+{
+    AllReduce,
+    ReduceScatter,
+    AllGather,
+    AllToAll
+};
+
+enum class CollectiveAlgorithm
+{
+    Auto,
+    Ring,
+    Tree,  //!< double binary tree (all-reduce)
+    Direct //!< direct sends with NCCL's peer schedule (all-to-all)
+};
+
+std::string ToString(CollectiveOp op);
+std::string ToString(CollectiveAlgorithm a);
+/// nccl-tests' bus bandwidth factor of an operation over n ranks.
+double BusBwFactor(CollectiveOp op, uint32_t n);
+
+/// Tunables, with NCCL's defaults (reference: collectives.md section 1.1).
+struct CollectiveConfig
+{
+    uint32_t maxChannels{0};          //!< 0: ceil(NIC bandwidth / 14 GB/s) as NCCL per net peer
+    uint64_t ringSliceBytes{1 << 20}; //!< Simple: 2 x 512 KiB steps
+    uint32_t ringSlicesInFlight{4};   //!< NCCL_STEPS / sliceSteps
+    uint64_t treeChunkBytes{512 << 10};
+    uint32_t treeChunksInFlight{8};
+    uint64_t p2pChunkBytes{128 << 10}; //!< NCCL_P2P_NET_CHUNKSIZE
+    uint32_t p2pChunksInFlight{8};
+    uint32_t p2pPeersInFlight{8}; //!< NCCL_MAX_DEV_WORK_P2P_PER_BATCH
+    uint32_t qpsPerConnection{1}; //!< RoCEv2 only
+    double reducePsPerByte{0};    //!< optional reduction time
+};
+
+/// What one finished collective reports.
+struct CollectiveResult
+{
+    CollectiveOp op;
+    CollectiveAlgorithm algorithm;
+    uint64_t bytes{0};
+    uint32_t ranks{0};
+    uint32_t channels{0};
+    int64_t startPs{0};
+    int64_t endPs{0};
+    int64_t fastestRankPs{0}; //!< earliest rank to finish
+    uint64_t messages{0};
+    uint64_t wireBytesPerRank{0}; //!< payload bytes the busiest rank sent
+};
+
+class Communicator
+{
+  public:
+    /// ranks[i] = the NIC id of rank i; nics indexed by NIC id; qpFactory makes the transport.
+    Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<RdmaNic>>* nics,
+                 ObjectFactory qpFactory, CollectiveConfig cfg);
+    ~Communicator();
+
+    uint32_t Size() const { return static_cast<uint32_t>(m_ranks.size()); }
+    const CollectiveConfig& Config() const { return m_cfg; }
+
+    /// Runs a collective of `bytes` (nccl-tests' S) now; `done` gets the result.
+    void Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
+               std::function<void(const CollectiveResult&)> done);
+
+    /// The algorithm "auto" picks: NCCL's cost model (latency x steps + bytes / bandwidth).
+    CollectiveAlgorithm Select(CollectiveOp op, uint64_t bytes) const;
+    uint32_t ChannelsFor(uint64_t bytes) const;
+
+    /// QPs the communicator opened so far.
+    uint64_t QueuePairs() const { return m_qps; }
+    /// Visit every sending QP (for counters).
+    void ForEachQp(const std::function<void(const Ptr<QueuePair>&)>& f) const;
+
+  private:
+    struct Conn;
+    struct Plan;
+    struct Run;
+
+    Conn& Connection(uint32_t src, uint32_t dst);
+    void Post(Run& run, uint32_t rank);
+    void OnSent(Run& run, uint32_t rank, uint32_t qi);
+    void OnReceived(Run& run, uint32_t rank, uint32_t src, uint32_t channel, uint64_t index);
+    void Finish(Run& run, uint32_t rank);
+    uint64_t NicBytesPerSecond() const;
+
+    std::vector<uint32_t> m_ranks;
+    const std::vector<Ptr<RdmaNic>>* m_nics;
+    ObjectFactory m_qpFactory;
+    CollectiveConfig m_cfg;
+    bool m_multiplexed; //!< one QP per peer carrying channels as streams (MetaRoCE)
+    std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<Conn>> m_conns;
+    std::unique_ptr<Run> m_run;
+    uint64_t m_qps{0};
+};
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif
