@@ -1,0 +1,180 @@
+// Collectives: bytes per rank equal NCCL's formulas, every rank finishes, determinism, busbw
+// near line rate on an idle fabric, latency-bound small messages, edge cases.
+#include "test-util.h"
+
+#include "helper/fabric-helper.h"
+#include "helper/rdma-helper.h"
+#include "model/collective/communicator.h"
+
+#include "ns3/string.h"
+
+#include <catch2/catch.hpp>
+
+using namespace ns3;
+using namespace ns3::metaroce;
+using namespace ns3::metaroce::test;
+
+namespace
+{
+struct World
+{
+    std::unique_ptr<Fabric> fabric;
+    std::unique_ptr<RdmaHelper> rdma;
+    std::vector<Ptr<RdmaNic>> nics;
+
+    World(nlohmann::json topo)
+    {
+        fabric = FabricHelper().Build(ParseTopology(topo, "topology"));
+        int64_t s = 1 + fabric->AssignStreams(1);
+        rdma = std::make_unique<RdmaHelper>(*fabric, s);
+        rdma->InstallNics();
+        for (uint32_t i = 0; i < rdma->NumNics(); ++i)
+        {
+            nics.push_back(rdma->Nic(i));
+        }
+    }
+
+    CollectiveResult Run(const std::string& qpType,
+                         uint32_t ranks,
+                         CollectiveOp op,
+                         CollectiveAlgorithm algo,
+                         uint64_t bytes,
+                         CollectiveConfig cfg = {})
+    {
+        ObjectFactory f;
+        f.SetTypeId(qpType);
+        if (qpType == "ns3::metaroce::RoceV2QueuePair")
+        {
+            f.Set("CongestionControl", StringValue("ns3::metaroce::RdmaNoCongestionControl"));
+        }
+        std::vector<uint32_t> r(ranks);
+        std::iota(r.begin(), r.end(), 0u);
+        Communicator comm(r, &nics, f, cfg);
+        CollectiveResult out;
+        bool done = false;
+        comm.Start(op, algo, bytes, [&](const CollectiveResult& res) {
+            out = res;
+            done = true;
+            Simulator::Stop();
+        });
+        Simulator::Run();
+        REQUIRE(done);
+        return out;
+    }
+};
+
+const char* kMeta = "ns3::metaroce::MetaRoceQueuePair";
+const char* kRoce = "ns3::metaroce::RoceV2QueuePair";
+} // namespace
+
+TEST_CASE("ring all-reduce moves 2(k-1)/k of S per rank, in 2(k-1) steps", "[collective]")
+{
+    for (const char* qp : {kMeta, kRoce})
+    {
+        SimGuard guard;
+        World w(SmallFpf(16, 2, 8));
+        const uint32_t k = 8;
+        const uint64_t S = 8ULL * 2 * 1024 * 1024; // divisible by channels x k
+        CollectiveConfig cfg;
+        cfg.maxChannels = 2;
+        auto r = w.Run(qp, k, CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, S, cfg);
+        INFO(qp);
+        CHECK(r.wireBytesPerRank == 2 * (k - 1) * S / k);
+        // messages: per channel and rank, 2(k-1) steps x slices (128 KiB chunks -> 1 slice)
+        CHECK(r.messages == uint64_t(k) * 2 * 2 * (k - 1));
+        CHECK(r.endPs > r.startPs);
+    }
+}
+
+TEST_CASE("reduce-scatter and all-gather move (k-1)/k of S; all-to-all too", "[collective]")
+{
+    SimGuard guard;
+    World w(SmallFpf(16, 2, 8));
+    const uint32_t k = 16;
+    const uint64_t S = 16ULL << 20;
+    CollectiveConfig cfg;
+    cfg.maxChannels = 1;
+    auto rs = w.Run(kMeta, k, CollectiveOp::ReduceScatter, CollectiveAlgorithm::Ring, S, cfg);
+    CHECK(rs.wireBytesPerRank == (k - 1) * S / k);
+    auto ag = w.Run(kMeta, k, CollectiveOp::AllGather, CollectiveAlgorithm::Ring, S, cfg);
+    CHECK(ag.wireBytesPerRank == (k - 1) * S / k);
+    auto a2a = w.Run(kMeta, k, CollectiveOp::AllToAll, CollectiveAlgorithm::Direct, S, cfg);
+    CHECK(a2a.wireBytesPerRank == (k - 1) * S / k);
+    // Every rank sends 1 MiB to each of the 15 others, in 128 KiB chunks (NCCL's p2p chunk).
+    CHECK(a2a.messages == uint64_t(k) * (k - 1) * 8);
+}
+
+TEST_CASE("a collective gives the same time twice with the same seed", "[collective]")
+{
+    auto once = []() {
+        SimGuard guard;
+        World w(SmallFpf(16, 2, 8));
+        return w.Run(kMeta, 16, CollectiveOp::AllToAll, CollectiveAlgorithm::Direct, 4 << 20);
+    };
+    auto a = once();
+    auto b = once();
+    CHECK(a.endPs - a.startPs == b.endPs - b.startPs);
+}
+
+TEST_CASE("large all-reduce busbw approaches the NIC's goodput on an idle fabric",
+          "[collective]")
+{
+    for (const char* qp : {kMeta, kRoce})
+    {
+        SimGuard guard;
+        World w(SmallFpf(8, 2, 8)); // 8 NICs x 2 x 100G, non-blocking
+        const uint32_t k = 8;
+        const uint64_t S = 64ULL << 20;
+        auto r = w.Run(qp, k, CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, S);
+        double t = (r.endPs - r.startPs) * 1e-12;
+        double busbw = S / t * BusBwFactor(CollectiveOp::AllReduce, k); // bytes/s
+        double goodput = 200e9 / 8 * 4096.0 / (4096 + 48 + 66);         // payload bytes/s
+        INFO(qp << ": busbw " << busbw / 1e9 << " GB/s of " << goodput / 1e9);
+        CHECK(busbw > 0.85 * goodput); // stated margin: 15% (pipeline fill, slice windows)
+        CHECK(busbw <= goodput * 1.001);
+    }
+}
+
+TEST_CASE("a tiny all-reduce costs about its latency term", "[collective]")
+{
+    SimGuard guard;
+    World w(SmallFpf(8, 2, 8));
+    const uint32_t k = 8;
+    auto ring = w.Run(kMeta, k, CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, 8);
+    auto tree = w.Run(kMeta, k, CollectiveOp::AllReduce, CollectiveAlgorithm::Tree, 8);
+    double ringUs = (ring.endPs - ring.startPs) / 1e6;
+    double treeUs = (tree.endPs - tree.startPs) / 1e6;
+    // One small message crosses leaf-spine-leaf in a few microseconds and is acknowledged:
+    // the ring needs 2(k-1) = 14 of them in sequence, the trees ~2 log2(k) = 6.
+    INFO("ring " << ringUs << " us, tree " << treeUs << " us");
+    CHECK(ringUs > 14 * 1.0);
+    CHECK(ringUs < 14 * 5.0);
+    CHECK(treeUs < ringUs);
+}
+
+TEST_CASE("0-byte and 1-rank collectives complete; auto picks by size", "[collective]")
+{
+    SimGuard guard;
+    World w(SmallFpf(8, 2, 8));
+    auto z = w.Run(kMeta, 8, CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, 0);
+    CHECK(z.messages == 0);
+    auto one = w.Run(kRoce, 1, CollectiveOp::AllToAll, CollectiveAlgorithm::Direct, 1 << 20);
+    CHECK(one.messages == 0);
+    ObjectFactory f;
+    f.SetTypeId(kMeta);
+    std::vector<uint32_t> r(8);
+    std::iota(r.begin(), r.end(), 0u);
+    Communicator comm(r, &w.nics, f, {});
+    CHECK(comm.Select(CollectiveOp::AllReduce, 8) == CollectiveAlgorithm::Tree);
+    CHECK(comm.Select(CollectiveOp::AllReduce, 1ULL << 40) == CollectiveAlgorithm::Ring);
+    CHECK(comm.Select(CollectiveOp::AllToAll, 8) == CollectiveAlgorithm::Direct);
+}
+
+TEST_CASE("all-to-all with more ranks than ports per NIC", "[collective]")
+{
+    SimGuard guard;
+    World w(SmallFpf(32, 2, 8)); // 2 ports per NIC, 32 ranks
+    auto r = w.Run(kRoce, 32, CollectiveOp::AllToAll, CollectiveAlgorithm::Direct, 2 << 20);
+    CHECK(r.messages > 0);
+    CHECK(r.endPs > r.startPs);
+}
