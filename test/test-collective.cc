@@ -1,10 +1,9 @@
 // Collectives: bytes per rank equal NCCL's formulas, every rank finishes, determinism, busbw
 // near line rate on an idle fabric, latency-bound small messages, edge cases.
-#include "test-util.h"
-
 #include "helper/fabric-helper.h"
 #include "helper/rdma-helper.h"
 #include "model/collective/communicator.h"
+#include "test-util.h"
 
 #include "ns3/string.h"
 
@@ -34,12 +33,8 @@ struct World
         }
     }
 
-    CollectiveResult Run(const std::string& qpType,
-                         uint32_t ranks,
-                         CollectiveOp op,
-                         CollectiveAlgorithm algo,
-                         uint64_t bytes,
-                         CollectiveConfig cfg = {})
+    CollectiveResult Run(const std::string& qpType, uint32_t ranks, CollectiveOp op,
+                         CollectiveAlgorithm algo, uint64_t bytes, CollectiveConfig cfg = {})
     {
         ObjectFactory f;
         f.SetTypeId(qpType);
@@ -52,11 +47,13 @@ struct World
         Communicator comm(r, &nics, f, cfg);
         CollectiveResult out;
         bool done = false;
-        comm.Start(op, algo, bytes, [&](const CollectiveResult& res) {
-            out = res;
-            done = true;
-            Simulator::Stop();
-        });
+        comm.Start(op, algo, bytes,
+                   [&](const CollectiveResult& res)
+                   {
+                       out = res;
+                       done = true;
+                       Simulator::Stop();
+                   });
         Simulator::Run();
         REQUIRE(done);
         return out;
@@ -106,7 +103,8 @@ TEST_CASE("reduce-scatter and all-gather move (k-1)/k of S; all-to-all too", "[c
 
 TEST_CASE("a collective gives the same time twice with the same seed", "[collective]")
 {
-    auto once = []() {
+    auto once = []()
+    {
         SimGuard guard;
         World w(SmallFpf(16, 2, 8));
         return w.Run(kMeta, 16, CollectiveOp::AllToAll, CollectiveAlgorithm::Direct, 4 << 20);
@@ -116,8 +114,7 @@ TEST_CASE("a collective gives the same time twice with the same seed", "[collect
     CHECK(a.endPs - a.startPs == b.endPs - b.startPs);
 }
 
-TEST_CASE("large all-reduce busbw approaches the NIC's goodput on an idle fabric",
-          "[collective]")
+TEST_CASE("large all-reduce busbw approaches the NIC's goodput on an idle fabric", "[collective]")
 {
     for (const char* qp : {kMeta, kRoce})
     {
@@ -168,6 +165,20 @@ TEST_CASE("0-byte and 1-rank collectives complete; auto picks by size", "[collec
     CHECK(comm.Select(CollectiveOp::AllReduce, 8) == CollectiveAlgorithm::Tree);
     CHECK(comm.Select(CollectiveOp::AllReduce, 1ULL << 40) == CollectiveAlgorithm::Ring);
     CHECK(comm.Select(CollectiveOp::AllToAll, 8) == CollectiveAlgorithm::Direct);
+}
+
+TEST_CASE("an all-to-all smaller than its rank count sends empty messages and completes",
+          "[collective]")
+{
+    for (const char* qp : {kMeta, kRoce})
+    {
+        SimGuard guard;
+        World w(SmallFpf(16, 2, 8));
+        auto r = w.Run(qp, 16, CollectiveOp::AllToAll, CollectiveAlgorithm::Direct, 8);
+        INFO(qp);
+        CHECK(r.messages == 16 * 15);
+        CHECK(r.wireBytesPerRank == 0);
+    }
 }
 
 TEST_CASE("all-to-all with more ranks than ports per NIC", "[collective]")

@@ -361,7 +361,8 @@ PlanTree(std::vector<RankState>& ranks, uint64_t bytes, uint32_t channels,
          const CollectiveConfig& cfg)
 {
     const uint32_t k = static_cast<uint32_t>(ranks.size());
-    uint32_t perTree = std::max<uint32_t>(1, channels / 2);
+    // NCCL runs tree 0 on channels [0, n) and tree 1 on [n, 2n).
+    uint32_t perTree = std::max<uint32_t>(1, channels);
     for (uint32_t t = 0; t < 2; ++t)
     {
         auto rankOf = [&](uint32_t node) { return t == 0 ? node : k - 1 - node; };
@@ -553,7 +554,7 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
         }
         else if (algo == CollectiveAlgorithm::Tree)
         {
-            PlanTree(run.ranks, bytes, std::max<uint32_t>(2, channels), m_cfg);
+            PlanTree(run.ranks, bytes, channels, m_cfg);
         }
         else
         {

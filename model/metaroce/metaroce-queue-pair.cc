@@ -60,9 +60,10 @@ MetaRoceQueuePair::GetTypeId()
             .AddAttribute("HintWindowGain",
                           "While the receiver's rate hint holds the QP below line rate, its "
                           "bytes in flight are capped at HintWindowGain x hint x base RTT, so "
-                          "the senders of an incast together keep about one bandwidth-delay "
-                          "product in flight and the queue stays short. Assumption: 1.25.",
-                          DoubleValue(1.25),
+                          "the senders of an incast together keep a bounded multiple of the "
+                          "bandwidth-delay product in flight. Assumption: 2 (the hint's pacing "
+                          "keeps the queue short; the window only bounds bursts).",
+                          DoubleValue(2.0),
                           MakeDoubleAccessor(&MetaRoceQueuePair::m_hintWindowGain),
                           MakeDoubleChecker<double>(0.1, 100))
             .AddAttribute("PacingBurst",
@@ -1003,7 +1004,7 @@ MetaRoceQueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& 
 void
 MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
 {
-    m_hint->OnData(m_qpn);
+    m_hint->OnData(this);
     if (h.path >= m_rx.size())
     {
         m_rx.resize(h.path + 1);
@@ -1064,7 +1065,7 @@ MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHead
         ++r.unacked;
     }
     uint32_t payload = frame.packet->GetSize();
-    if (h.msgBytes != 0 || payload != 0)
+    if ((h.flags & RdmaHeader::kFlagProbe) == 0)
     {
         Place(h, payload, true);
     }

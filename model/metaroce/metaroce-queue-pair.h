@@ -247,7 +247,7 @@ class MetaRoceQueuePair : public QueuePair
     uint32_t m_initialWindow{16};
     uint32_t m_pathWindowCap{128};
     uint32_t m_qpWindowCap{0};
-    double m_hintWindowGain{1.25};
+    double m_hintWindowGain{2.0};
     uint32_t m_pacingBurst{2};
     uint32_t m_ackInterval{1};
     Time m_ackDelay;

@@ -1,5 +1,6 @@
 #include "metaroce-rate-hint.h"
 
+#include "model/transport/queue-pair.h"
 #include "model/transport/rdma-nic.h"
 
 #include "ns3/double.h"
@@ -63,9 +64,9 @@ MetaRoceRateHint::Of(RdmaNic* nic)
 }
 
 void
-MetaRoceRateHint::OnData(uint32_t qpn)
+MetaRoceRateHint::OnData(const QueuePair* qp)
 {
-    m_lastSeen[qpn] = Simulator::Now().GetPicoSeconds();
+    m_lastSeen[qp->GetQpn()] = {Simulator::Now().GetPicoSeconds(), qp};
     if (!m_sweep.IsRunning())
     {
         m_sweep = Simulator::Schedule(m_window, &MetaRoceRateHint::Sweep, this);
@@ -78,7 +79,8 @@ MetaRoceRateHint::Sweep()
     int64_t cutoff = Simulator::Now().GetPicoSeconds() - m_window.GetPicoSeconds();
     for (auto it = m_lastSeen.begin(); it != m_lastSeen.end();)
     {
-        it = it->second < cutoff ? m_lastSeen.erase(it) : std::next(it);
+        bool idle = it->second.lastPs < cutoff && it->second.qp->GetPendingReceives() == 0;
+        it = idle ? m_lastSeen.erase(it) : std::next(it);
     }
     if (!m_lastSeen.empty())
     {

@@ -4,8 +4,8 @@
  * capacity of its live ports x Utilization, divided equally among the active senders.
  * Aggregated to the RdmaNic (one per NIC, created by the first MetaRoCE QP that needs it).
  *
- * Assumptions (no spec is public): a sender counts as active while it sent data within
- * ActiveWindow; shares are equal (every active QP has buffers posted: RDMA WRITE).
+ * Assumptions (no spec is public): a sender counts as active while a message of it is partly
+ * received (its buffer is in use) or it sent data within ActiveWindow; shares are equal.
  */
 #ifndef METAROCE_METAROCE_RATE_HINT_H
 #define METAROCE_METAROCE_RATE_HINT_H
@@ -22,6 +22,7 @@ namespace metaroce
 {
 
 class RdmaNic;
+class QueuePair;
 
 class MetaRoceRateHint : public Object
 {
@@ -33,8 +34,8 @@ class MetaRoceRateHint : public Object
     /// The tracker of `nic`, created and aggregated on first use.
     static Ptr<MetaRoceRateHint> Of(RdmaNic* nic);
 
-    /// A data packet of QP `qpn` arrived.
-    void OnData(uint32_t qpn);
+    /// A data packet arrived for the receiving QP `qp`.
+    void OnData(const QueuePair* qp);
     /// The fair share of one active sender, in bit/s.
     double HintBps() const;
     uint32_t ActiveSenders() const { return static_cast<uint32_t>(m_lastSeen.size()); }
@@ -48,7 +49,13 @@ class MetaRoceRateHint : public Object
     RdmaNic* m_nic{nullptr};
     Time m_window;
     double m_utilization{1.0};
-    std::unordered_map<uint32_t, int64_t> m_lastSeen; //!< qpn -> last data arrival (ps)
+    struct Sender
+    {
+        int64_t lastPs;
+        const QueuePair* qp;
+    };
+
+    std::unordered_map<uint32_t, Sender> m_lastSeen; //!< by receiving QPN
     EventId m_sweep;
 };
 
