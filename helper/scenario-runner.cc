@@ -218,23 +218,17 @@ RunRaw(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
     }
 }
 
-/// RDMA streams over a transport.
-void
-RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress,
-           RunRecord& rec)
+/// Applies the transport's QP type, congestion control and attribute overrides to a factory;
+/// returns the defaults to restore after the run.
+std::vector<std::pair<std::string, std::string>>
+ConfigureTransport(const TransportSpec& t, ObjectFactory& f)
 {
-    const StreamsWorkloadSpec& w = spec.streams;
-    const TransportSpec& t = spec.transport;
-    RdmaHelper rdma(fabric, stream++);
-    rdma.InstallNics();
-    rdma.SetQueuePairType(t.qpType);
+    f.SetTypeId(t.qpType);
     for (const auto& [k, v] : t.qpAttributes)
     {
-        rdma.QpFactory().Set(k, StringValue(v));
+        f.Set(k, StringValue(v));
     }
-    // The congestion controller: its TypeId on the QP, its attributes as defaults.
-    rdma.QpFactory().Set("CongestionControl", TypeIdValue(TypeId::LookupByName(t.ccType)));
-    // (set as defaults for this run only: restored below)
+    f.Set("CongestionControl", TypeIdValue(TypeId::LookupByName(t.ccType)));
     std::vector<std::pair<std::string, std::string>> restore;
     for (const auto& [k, v] : t.ccAttributes)
     {
@@ -244,6 +238,19 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
                              info.initialValue->SerializeToString(info.checker));
         Config::SetDefault(t.ccType + "::" + k, StringValue(v));
     }
+    return restore;
+}
+
+/// RDMA streams over a transport.
+void
+RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress,
+           RunRecord& rec)
+{
+    const StreamsWorkloadSpec& w = spec.streams;
+    const TransportSpec& t = spec.transport;
+    RdmaHelper rdma(fabric, stream++);
+    rdma.InstallNics();
+    auto restore = ConfigureTransport(t, rdma.QpFactory());
     FastRng rng(static_cast<uint64_t>(stream++));
     auto flows = PatternFlows(w.who, fabric.NumNics(), rng);
     if (w.bidirectional)
@@ -548,29 +555,6 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     {
         Config::SetDefault(k, StringValue(v));
     }
-}
-
-/// Applies the transport's QP type, congestion control and attribute overrides to a factory;
-/// returns the defaults to restore after the run.
-std::vector<std::pair<std::string, std::string>>
-ConfigureTransport(const TransportSpec& t, ObjectFactory& f)
-{
-    f.SetTypeId(t.qpType);
-    for (const auto& [k, v] : t.qpAttributes)
-    {
-        f.Set(k, StringValue(v));
-    }
-    f.Set("CongestionControl", TypeIdValue(TypeId::LookupByName(t.ccType)));
-    std::vector<std::pair<std::string, std::string>> restore;
-    for (const auto& [k, v] : t.ccAttributes)
-    {
-        TypeId::AttributeInformation info;
-        TypeId::LookupByName(t.ccType).LookupAttributeByName(k, &info);
-        restore.emplace_back(t.ccType + "::" + k,
-                             info.initialValue->SerializeToString(info.checker));
-        Config::SetDefault(t.ccType + "::" + k, StringValue(v));
-    }
-    return restore;
 }
 
 CollectiveOp

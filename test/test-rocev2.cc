@@ -35,45 +35,6 @@ struct World
     }
 };
 
-/// Forwards everything to the real receiver but drops chosen data frames (by arrival count).
-class DropFilter : public FabricFrameReceiver
-{
-  public:
-    DropFilter(FabricFrameReceiver* inner, std::set<uint64_t> drop)
-        : m_inner(inner)
-        , m_drop(std::move(drop))
-    {
-    }
-
-    void ReceiveFrame(FabricNetDevice* port, FabricFrame&& f) override
-    {
-        if (f.tc != 6 && m_drop.count(m_seen++) != 0)
-        {
-            ++dropped;
-            return;
-        }
-        m_inner->ReceiveFrame(port, std::move(f));
-    }
-
-    void NotifyDequeue(FabricNetDevice* p, const FabricFrame& f) override
-    {
-        m_inner->NotifyDequeue(p, f);
-    }
-
-    void NotifyPortIdle(FabricNetDevice* p) override { m_inner->NotifyPortIdle(p); }
-
-    void NotifyLinkChange(FabricNetDevice* p, bool up) override
-    {
-        m_inner->NotifyLinkChange(p, up);
-    }
-
-    uint64_t dropped{0};
-
-  private:
-    FabricFrameReceiver* m_inner;
-    std::set<uint64_t> m_drop;
-    uint64_t m_seen{0};
-};
 } // namespace
 
 TEST_CASE("RoCEv2 delivers random messages exactly once and in order under loss", "[rocev2]")

@@ -10,6 +10,7 @@
 #include "ns3/simulator.h"
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 namespace ns3
@@ -51,6 +52,46 @@ class FrameLog : public FabricFrameReceiver
     }
 
     std::vector<Entry> entries;
+};
+
+/// Drops chosen data frames arriving at a port (by arrival count), forwarding all else.
+class DropFilter : public FabricFrameReceiver
+{
+  public:
+    DropFilter(FabricFrameReceiver* inner, std::set<uint64_t> drop)
+        : m_inner(inner)
+        , m_drop(std::move(drop))
+    {
+    }
+
+    void ReceiveFrame(FabricNetDevice* port, FabricFrame&& f) override
+    {
+        if (f.tc != 6 && m_drop.count(m_seen++) != 0)
+        {
+            ++dropped;
+            return;
+        }
+        m_inner->ReceiveFrame(port, std::move(f));
+    }
+
+    void NotifyDequeue(FabricNetDevice* p, const FabricFrame& f) override
+    {
+        m_inner->NotifyDequeue(p, f);
+    }
+
+    void NotifyPortIdle(FabricNetDevice* p) override { m_inner->NotifyPortIdle(p); }
+
+    void NotifyLinkChange(FabricNetDevice* p, bool up) override
+    {
+        m_inner->NotifyLinkChange(p, up);
+    }
+
+    uint64_t dropped{0};
+
+  private:
+    FabricFrameReceiver* m_inner;
+    std::set<uint64_t> m_drop;
+    uint64_t m_seen{0};
 };
 
 /// A minimal fabric for tests: 2 tiers, radix k, `nics` NICs, `planes` planes.
