@@ -64,6 +64,22 @@ PatternFlows(const PatternSpec& w, uint32_t n, FastRng& rng)
             }
         }
     }
+    else if (w.pattern == "random-peers")
+    {
+        // Every NIC connects to peersPerNic distinct others, chosen at random.
+        std::vector<uint32_t> others(n);
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            std::iota(others.begin(), others.end(), 0u);
+            std::swap(others[i], others[n - 1]);
+            for (uint32_t k = 0; k < w.peersPerNic; ++k)
+            {
+                uint32_t j = k + static_cast<uint32_t>(rng.Next() % (n - 1 - k));
+                std::swap(others[k], others[j]);
+                flows.emplace_back(i, others[k]);
+            }
+        }
+    }
     else
     {
         // A random derangement (Sattolo's algorithm gives one cycle: nobody sends to itself).

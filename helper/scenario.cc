@@ -118,7 +118,13 @@ PatternSpec
 ParsePattern(const JsonReader& w, const TopologySpec& topo)
 {
     PatternSpec p;
-    p.pattern = w.Choice("pattern", {"permutation", "pairs", "incast", "explicit"});
+    p.pattern =
+        w.Choice("pattern", {"permutation", "pairs", "incast", "explicit", "random-peers"});
+    if (p.pattern == "random-peers")
+    {
+        p.peersPerNic = static_cast<uint32_t>(
+            w.UInt("peers_per_nic", 1, std::max(1u, topo.nics - 1)));
+    }
     if (p.pattern == "incast")
     {
         p.incastTarget = static_cast<uint32_t>(w.UInt("target", 0, 0, topo.nics - 1));

@@ -20,9 +20,10 @@ namespace metaroce
 /// Who talks to whom: a traffic pattern over the fabric's NICs.
 struct PatternSpec
 {
-    std::string pattern; //!< "permutation", "pairs", "incast", "explicit"
+    std::string pattern; //!< "permutation", "pairs", "incast", "explicit", "random-peers"
     uint32_t incastTarget{0};
     uint32_t senders{0};                              //!< incast: how many NICs send
+    uint32_t peersPerNic{1};                          //!< random-peers: distinct peers each
     std::vector<std::pair<uint32_t, uint32_t>> flows; //!< explicit (src, dst)
 };
 
