@@ -301,6 +301,24 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
             qps.push_back(QpRun{a, b, 0, {}});
         }
     }
+    // The victim: one message beside the pattern's traffic.
+    int64_t victimDonePs = -1;
+    bool victimPending = w.victim;
+    if (w.victim)
+    {
+        auto [a, b] = rdma.Connect(w.victimSrc, w.victimDst);
+        b->SetReceiveHandler([&](const RdmaCompletion& c) {
+            victimDonePs = c.completedPs;
+            victimPending = false;
+            if (completed == total)
+            {
+                Simulator::Stop();
+            }
+        });
+        Ptr<QueuePair> tx = a;
+        uint64_t vb = w.victimBytes;
+        Simulator::Schedule(PicoSeconds(startPs), [tx, vb]() { tx->PostSend(vb, 0, nullptr); });
+    }
     std::function<void(std::size_t)> post = [&](std::size_t i)
     {
         QpRun& r = qps[i];
@@ -327,7 +345,7 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
                 }
                 ++completed;
                 lastDonePs = std::max(lastDonePs, c.completedPs);
-                if (completed == total)
+                if (completed == total && !victimPending)
                 {
                     Simulator::Stop(); // done: timers still pending need not run
                 }
@@ -460,6 +478,10 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         {"out_of_order_dropped", sum.outOfOrderDropped},
         {"ecn_marked_received", sum.ecnMarkedReceived},
     };
+    if (w.victim)
+    {
+        rec.metrics["victim_fct_us"] = victimDonePs < 0 ? -1.0 : (victimDonePs - startPs) / 1e6;
+    }
     if (metaQps > 0)
     {
         rec.counters["paths_opened"] = pc.pathsOpened;

@@ -204,6 +204,19 @@ ParseStreams(const JsonReader& w, const TopologySpec& topo)
     s.streamsPerQp = static_cast<uint32_t>(w.UInt("streams_per_qp", 1, 1, 65535));
     s.bidirectional = w.Bool("bidirectional", false);
     s.startUs = w.Number("start_us", 0.0, 0.0, 1e12);
+    if (w.Has("victim"))
+    {
+        JsonReader v = w.Object("victim");
+        s.victim = true;
+        s.victimSrc = static_cast<uint32_t>(v.UInt("src", 0, topo.nics - 1));
+        s.victimDst = static_cast<uint32_t>(v.UInt("dst", 0, topo.nics - 1));
+        if (s.victimSrc == s.victimDst)
+        {
+            v.Fail("dst", "must differ from src");
+        }
+        s.victimBytes = v.UInt("message_bytes", 1, 0xffffffffULL);
+        v.Finish();
+    }
     w.Finish();
     return s;
 }

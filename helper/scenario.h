@@ -48,6 +48,12 @@ struct StreamsWorkloadSpec
     uint32_t streamsPerQp{1};
     bool bidirectional{false};
     double startUs{0};
+    // An optional victim: one message from victimSrc to victimDst that shares the fabric with
+    // the pattern's traffic; its completion time is reported on its own.
+    bool victim{false};
+    uint32_t victimSrc{0};
+    uint32_t victimDst{0};
+    uint64_t victimBytes{0};
 };
 
 /// A collective swept over message sizes (nccl-tests style).
