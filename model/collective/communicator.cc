@@ -481,37 +481,52 @@ PeerSchedule(uint32_t r, uint32_t k)
     return order;
 }
 
-/// All-to-all: S / k bytes to every peer in NCCL's schedule, in 128 KiB chunks (smaller for
-/// small messages), at most p2pPeersInFlight peers at a time.
+/// All-to-all: S / k bytes to every peer in NCCL's schedule, each peer's share split over
+/// NCCL's channels per peer, in 128 KiB chunks (smaller for small messages), at most
+/// p2pPeersInFlight peers at a time.
 void
-PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, const CollectiveConfig& cfg)
+PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, uint32_t maxChannels,
+           const CollectiveConfig& cfg)
 {
     const uint32_t k = static_cast<uint32_t>(ranks.size());
+    // NCCL: channels per net peer, halved until channelsPerPeer x ceil(peers / 8) fits the
+    // p2p channels.
+    uint32_t perPeerCh = maxChannels;
+    while (perPeerCh > 1 && perPeerCh * ((k - 1 + 7) / 8) > cfg.p2pChannels)
+    {
+        perPeerCh /= 2;
+    }
     uint64_t perPeer = bytes / k;
-    uint64_t chunk = cfg.p2pChunkBytes;
-    if (perPeer < cfg.p2pChunkBytes)
-    {
-        chunk = cfg.p2pChunkBytes / 4;
-    }
-    else if (perPeer < 8 * cfg.p2pChunkBytes)
-    {
-        chunk = cfg.p2pChunkBytes / 2;
-    }
-    uint64_t chunks = std::max<uint64_t>(1, (perPeer + chunk - 1) / chunk);
     for (uint32_t r = 0; r < k; ++r)
     {
         RankState& rs = ranks[r];
-        rs.activeLimit = cfg.p2pPeersInFlight;
+        rs.activeLimit = cfg.p2pPeersInFlight * perPeerCh;
         for (uint32_t peer : PeerSchedule(r, k))
         {
-            OutQueue& out = AddOut(rs, peer, 0, cfg.p2pChunksInFlight);
-            for (uint64_t j = 0; j < chunks; ++j)
+            for (uint32_t c = 0; c < perPeerCh; ++c)
             {
-                SendOp op;
-                op.bytes = PartOf(perPeer, chunks, j);
-                out.ops.push_back(std::move(op));
+                // Peers start on different channels, so a rank's peers use every channel.
+                uint32_t ch = (peer + c) % maxChannels;
+                uint64_t part = PartOf(perPeer, perPeerCh, c);
+                uint64_t chunk = cfg.p2pChunkBytes;
+                if (part < cfg.p2pChunkBytes)
+                {
+                    chunk = cfg.p2pChunkBytes / 4;
+                }
+                else if (part < 8 * cfg.p2pChunkBytes)
+                {
+                    chunk = cfg.p2pChunkBytes / 2;
+                }
+                uint64_t chunks = std::max<uint64_t>(1, (part + chunk - 1) / chunk);
+                OutQueue& out = AddOut(rs, peer, ch, cfg.p2pChunksInFlight);
+                for (uint64_t j = 0; j < chunks; ++j)
+                {
+                    SendOp op;
+                    op.bytes = PartOf(part, chunks, j);
+                    out.ops.push_back(std::move(op));
+                }
+                AddIn(ranks[peer], r, ch, chunks);
             }
-            AddIn(ranks[peer], r, 0, chunks);
         }
     }
 }
@@ -558,7 +573,7 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
         }
         else
         {
-            PlanDirect(run.ranks, bytes, m_cfg);
+            PlanDirect(run.ranks, bytes, m_cfg.maxChannels, m_cfg);
         }
     }
     // Bases: indices continue where each connection's previous collective ended.

@@ -67,6 +67,7 @@ struct CollectiveConfig
     uint64_t p2pChunkBytes{128 << 10}; //!< NCCL_P2P_NET_CHUNKSIZE
     uint32_t p2pChunksInFlight{8};
     uint32_t p2pPeersInFlight{8}; //!< NCCL_MAX_DEV_WORK_P2P_PER_BATCH
+    uint32_t p2pChannels{32};     //!< p2p channels of a communicator (NCCL's usual 32)
     uint32_t qpsPerConnection{1}; //!< RoCEv2 only
     double reducePsPerByte{0};    //!< optional reduction time
 };
