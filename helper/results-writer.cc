@@ -29,6 +29,10 @@ ResultsJson(const std::string& scenario, const std::vector<RunRecord>& runs)
         {
             run["timeseries"] = r.timeseries;
         }
+        if (!r.flows.is_null())
+        {
+            run["flows"] = r.flows;
+        }
         j["runs"].push_back(run);
     }
     return j;
@@ -129,9 +133,9 @@ ResultsCsv(const std::vector<RunRecord>& runs)
 std::string
 TimeseriesCsv(const std::vector<RunRecord>& runs)
 {
-    std::ostringstream os;
-    os << "variant,time_us,goodput_gbps,queue_bytes\n";
-    bool any = false;
+    // Columns: the union of the samples' keys, time first.
+    std::vector<std::string> cols = {"time_us"};
+    std::set<std::string> seen = {"time_us"};
     for (const auto& r : runs)
     {
         if (r.timeseries.is_null())
@@ -140,9 +144,62 @@ TimeseriesCsv(const std::vector<RunRecord>& runs)
         }
         for (const auto& p : r.timeseries)
         {
+            for (auto it = p.begin(); it != p.end(); ++it)
+            {
+                if (seen.insert(it.key()).second)
+                {
+                    cols.push_back(it.key());
+                }
+            }
+        }
+    }
+    if (cols.size() == 1)
+    {
+        return "";
+    }
+    std::ostringstream os;
+    os << "variant";
+    for (const auto& c : cols)
+    {
+        os << ',' << c;
+    }
+    os << '\n';
+    for (const auto& r : runs)
+    {
+        if (r.timeseries.is_null())
+        {
+            continue;
+        }
+        for (const auto& p : r.timeseries)
+        {
+            os << CsvField(r.variant);
+            for (const auto& c : cols)
+            {
+                os << ',' << (p.contains(c) ? Cell(p[c]) : "");
+            }
+            os << '\n';
+        }
+    }
+    return os.str();
+}
+
+std::string
+FlowsCsv(const std::vector<RunRecord>& runs)
+{
+    std::ostringstream os;
+    bool any = false;
+    os << "variant,src,dst,bytes,fct_us\n";
+    for (const auto& r : runs)
+    {
+        if (r.flows.is_null())
+        {
+            continue;
+        }
+        for (const auto& f : r.flows)
+        {
             any = true;
-            os << CsvField(r.variant) << ',' << Cell(p["time_us"]) << ',' << Cell(p["goodput_gbps"])
-               << ',' << (p.contains("queue_bytes") ? Cell(p["queue_bytes"]) : "") << '\n';
+            os << CsvField(r.variant) << ',' << f["src"] << ',' << f["dst"] << ',' << f["bytes"]
+               << ',' << Cell(f["fct_us"]) << '\n';
         }
     }
     return any ? os.str() : "";

@@ -24,6 +24,8 @@ nlohmann::json ResultsJson(const std::string& scenario, const std::vector<RunRec
 std::string ResultsCsv(const std::vector<RunRecord>& runs);
 /// Time series of all runs as CSV (variant, time_us, goodput_gbps); empty if none.
 std::string TimeseriesCsv(const std::vector<RunRecord>& runs);
+/// Per-flow completion times of all runs as CSV (variant, src, dst, bytes, fct_us).
+std::string FlowsCsv(const std::vector<RunRecord>& runs);
 /// Writes text to path atomically (temporary file + rename).
 void WriteFileAtomically(const std::string& path, const std::string& text);
 /// Prints the records as an aligned table of the chosen columns (metrics or counters).

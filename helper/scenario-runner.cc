@@ -284,6 +284,9 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         Ptr<QueuePair> rx;
         uint64_t posted{0};
         std::map<std::pair<uint16_t, uint32_t>, int64_t> postedAt;
+        uint32_t src{0};
+        uint32_t dst{0};
+        int64_t lastDonePs{-1};
     };
 
     std::vector<QpRun> qps;
@@ -298,7 +301,7 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         for (uint32_t q = 0; q < w.qpsPerFlow; ++q)
         {
             auto [a, b] = rdma.Connect(src, dst);
-            qps.push_back(QpRun{a, b, 0, {}});
+            qps.push_back(QpRun{a, b, 0, {}, src, dst, -1});
         }
     }
     // The victim: one message beside the pattern's traffic.
@@ -307,14 +310,16 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     if (w.victim)
     {
         auto [a, b] = rdma.Connect(w.victimSrc, w.victimDst);
-        b->SetReceiveHandler([&](const RdmaCompletion& c) {
-            victimDonePs = c.completedPs;
-            victimPending = false;
-            if (completed == total)
+        b->SetReceiveHandler(
+            [&](const RdmaCompletion& c)
             {
-                Simulator::Stop();
-            }
-        });
+                victimDonePs = c.completedPs;
+                victimPending = false;
+                if (completed == total)
+                {
+                    Simulator::Stop();
+                }
+            });
         Ptr<QueuePair> tx = a;
         uint64_t vb = w.victimBytes;
         Simulator::Schedule(PicoSeconds(startPs), [tx, vb]() { tx->PostSend(vb, 0, nullptr); });
@@ -344,6 +349,7 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
                     qps[i].postedAt.erase(it);
                 }
                 ++completed;
+                qps[i].lastDonePs = c.completedPs;
                 lastDonePs = std::max(lastDonePs, c.completedPs);
                 if (completed == total && !victimPending)
                 {
@@ -367,6 +373,8 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         double timeUs;
         double goodputGbps;
         uint64_t queueBytes;
+        double qwndPackets; //!< MetaRoCE: mean QWND (sum of path windows) over the QPs
+        double activePaths; //!< MetaRoCE: mean active paths per QP
     };
 
     std::vector<Sample> series;
@@ -391,8 +399,21 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         {
             q += d->GetQueueBytes();
         }
+        double qwnd = 0;
+        double paths = 0;
+        uint32_t meta = 0;
+        for (const auto& r : qps)
+        {
+            if (auto m = DynamicCast<MetaRoceQueuePair>(r.tx))
+            {
+                qwnd += m->GetQpWindowBytes() / m->GetMtu();
+                paths += m->GetActivePaths();
+                ++meta;
+            }
+        }
         series.push_back({static_cast<double>(Simulator::Now().GetNanoSeconds()) / 1e3,
-                          (bytes - lastBytes) * 8.0 / (spec.timeseriesBinUs * 1e3), q});
+                          (bytes - lastBytes) * 8.0 / (spec.timeseriesBinUs * 1e3), q,
+                          meta ? qwnd / meta : 0.0, meta ? paths / meta : 0.0});
         lastBytes = bytes;
         if (completed < total)
         {
@@ -478,6 +499,19 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         {"out_of_order_dropped", sum.outOfOrderDropped},
         {"ecn_marked_received", sum.ecnMarkedReceived},
     };
+    if (spec.flowsOutput)
+    {
+        // Per-flow completion: the QP's last message received, from the workload's start.
+        nlohmann::json flows = nlohmann::json::array();
+        for (const auto& r : qps)
+        {
+            flows.push_back({{"src", r.src},
+                             {"dst", r.dst},
+                             {"bytes", r.rx->GetCounters().bytesDelivered},
+                             {"fct_us", r.lastDonePs < 0 ? -1.0 : (r.lastDonePs - startPs) / 1e6}});
+        }
+        rec.flows = flows;
+    }
     if (w.victim)
     {
         rec.metrics["victim_fct_us"] = victimDonePs < 0 ? -1.0 : (victimDonePs - startPs) / 1e6;
@@ -504,6 +538,11 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         for (const auto& x : series)
         {
             nlohmann::json row = {{"time_us", x.timeUs}, {"goodput_gbps", x.goodputGbps}};
+            if (spec.transport.kind == "metaroce")
+            {
+                row["qwnd_packets"] = x.qwndPackets;
+                row["active_paths"] = x.activePaths;
+            }
             if (!lastHops.empty())
             {
                 row["queue_bytes"] = x.queueBytes;

@@ -24,7 +24,8 @@ struct RunRecord
     nlohmann::json metrics;    //!< deterministic results
     nlohmann::json counters;   //!< deterministic counts
     nlohmann::json cost;       //!< wall time, events, memory: vary between runs and machines
-    nlohmann::json timeseries; //!< optional: [{time_us, goodput_gbps}]
+    nlohmann::json timeseries; //!< optional: [{time_us, goodput_gbps, ...}]
+    nlohmann::json flows;      //!< optional: [{src, dst, bytes, fct_us}]
 };
 
 /// Runs one variant; a collective sweep gives one record per message size.

@@ -118,12 +118,11 @@ PatternSpec
 ParsePattern(const JsonReader& w, const TopologySpec& topo)
 {
     PatternSpec p;
-    p.pattern =
-        w.Choice("pattern", {"permutation", "pairs", "incast", "explicit", "random-peers"});
+    p.pattern = w.Choice("pattern", {"permutation", "pairs", "incast", "explicit", "random-peers"});
     if (p.pattern == "random-peers")
     {
-        p.peersPerNic = static_cast<uint32_t>(
-            w.UInt("peers_per_nic", 1, std::max(1u, topo.nics - 1)));
+        p.peersPerNic =
+            static_cast<uint32_t>(w.UInt("peers_per_nic", 1, std::max(1u, topo.nics - 1)));
     }
     if (p.pattern == "incast")
     {
@@ -465,6 +464,7 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
     {
         JsonReader o = r.Object("outputs");
         run.timeseriesBinUs = o.Number("timeseries_bin_us", 0.0, 0.0, 1e9);
+        run.flowsOutput = o.Bool("flows", false);
         if (o.Has("table"))
         {
             const auto& t = o.Raw("table");

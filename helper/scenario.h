@@ -107,6 +107,7 @@ struct RunSpec
     CollectiveWorkloadSpec collective;
     TransportSpec transport;
     double timeseriesBinUs{0}; //!< > 0: record delivered throughput per bin
+    bool flowsOutput{false};   //!< write per-flow completion times
     std::vector<FaultSpec> faults;
     std::vector<std::string> table; //!< columns of the printed table
     nlohmann::json resolved;        //!< the scenario JSON of this variant, topology inlined
