@@ -862,6 +862,7 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
     auto t = fabric->CollectTotals();
     uint64_t maxBuffer = 0;
     uint64_t pausedNow = 0;
+    uint64_t hops = 0; // link transmissions of every frame, data and control
     for (const auto& sw : fabric->Switches())
     {
         maxBuffer = std::max(maxBuffer, sw->GetCounters().maxBufferUsed);
@@ -872,6 +873,7 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
         {
             auto dev = StaticCast<FabricNetDevice>(l->GetDevice(d));
             pausedNow += dev->IsPaused(3) ? 1 : 0;
+            hops += dev->GetCounters().txPackets;
         }
     }
     head.metrics["max_switch_buffer_bytes"] = maxBuffer;
@@ -890,6 +892,8 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
         {"run_wall_s", runS},
         {"events", events},
         {"events_per_wall_s", runS > 0 ? events / runS : 0.0},
+        {"packet_hops", hops},
+        {"packet_hops_per_wall_s", runS > 0 ? hops / runS : 0.0},
         {"peak_rss_bytes", PeakRssBytes()},
         {"switches", fabric->Switches().size()},
         {"links", fabric->Links().size()},
