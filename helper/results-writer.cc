@@ -33,6 +33,10 @@ ResultsJson(const std::string& scenario, const std::vector<RunRecord>& runs)
         {
             run["flows"] = r.flows;
         }
+        if (!r.paths.is_null())
+        {
+            run["paths"] = r.paths;
+        }
         j["runs"].push_back(run);
     }
     return j;
@@ -181,6 +185,33 @@ TimeseriesCsv(const std::vector<RunRecord>& runs)
         }
     }
     return os.str();
+}
+
+std::string
+PathsCsv(const std::vector<RunRecord>& runs)
+{
+    std::ostringstream os;
+    bool any = false;
+    os << "variant,time_us,path,plane,entropy,cwnd_packets,inflight_packets,srtt_us\n";
+    for (const auto& r : runs)
+    {
+        if (r.paths.is_null())
+        {
+            continue;
+        }
+        for (const auto& p : r.paths)
+        {
+            any = true;
+            os << CsvField(r.variant);
+            for (const char* c : {"time_us", "path", "plane", "entropy", "cwnd_packets",
+                                  "inflight_packets", "srtt_us"})
+            {
+                os << ',' << Cell(p[c]);
+            }
+            os << '\n';
+        }
+    }
+    return any ? os.str() : "";
 }
 
 std::string

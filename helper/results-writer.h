@@ -26,6 +26,8 @@ std::string ResultsCsv(const std::vector<RunRecord>& runs);
 std::string TimeseriesCsv(const std::vector<RunRecord>& runs);
 /// Per-flow completion times of all runs as CSV (variant, src, dst, bytes, fct_us).
 std::string FlowsCsv(const std::vector<RunRecord>& runs);
+/// The first MetaRoCE QP's per-path windows over time, as CSV; empty if none.
+std::string PathsCsv(const std::vector<RunRecord>& runs);
 /// Writes text to path atomically (temporary file + rename).
 void WriteFileAtomically(const std::string& path, const std::string& text);
 /// Prints the records as an aligned table of the chosen columns (metrics or counters).

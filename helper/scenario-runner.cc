@@ -378,6 +378,7 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     };
 
     std::vector<Sample> series;
+    nlohmann::json pathRows = nlohmann::json::array();
     uint64_t lastBytes = 0;
     std::vector<FabricNetDevice*> lastHops;
     if (w.who.pattern == "incast")
@@ -414,6 +415,25 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         series.push_back({static_cast<double>(Simulator::Now().GetNanoSeconds()) / 1e3,
                           (bytes - lastBytes) * 8.0 / (spec.timeseriesBinUs * 1e3), q,
                           meta ? qwnd / meta : 0.0, meta ? paths / meta : 0.0});
+        // Every path of the first QP (MetaRoCE): its window, bytes in flight and RTT.
+        if (auto m = qps.empty() ? nullptr : DynamicCast<MetaRoceQueuePair>(qps[0].tx))
+        {
+            for (uint32_t i = 0; i < m->GetNPathSlots(); ++i)
+            {
+                auto pv = m->GetPath(i);
+                if (pv.state == MetaRoceQueuePair::PATH_RETIRED)
+                {
+                    continue;
+                }
+                pathRows.push_back({{"time_us", series.back().timeUs},
+                                    {"path", i},
+                                    {"plane", pv.plane},
+                                    {"entropy", pv.entropy},
+                                    {"cwnd_packets", pv.cwndBytes / m->GetMtu()},
+                                    {"inflight_packets", pv.inflightBytes / m->GetMtu()},
+                                    {"srtt_us", pv.srttPs / 1e6}});
+            }
+        }
         lastBytes = bytes;
         if (completed < total)
         {
@@ -550,6 +570,10 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
             ts.push_back(row);
         }
         rec.timeseries = ts;
+        if (!pathRows.empty())
+        {
+            rec.paths = pathRows;
+        }
         std::vector<double> bins;
         for (const auto& x : series)
         {

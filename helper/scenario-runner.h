@@ -26,6 +26,7 @@ struct RunRecord
     nlohmann::json cost;       //!< wall time, events, memory: vary between runs and machines
     nlohmann::json timeseries; //!< optional: [{time_us, goodput_gbps, ...}]
     nlohmann::json flows;      //!< optional: [{src, dst, bytes, fct_us}]
+    nlohmann::json paths;      //!< optional: the first QP's paths over time (MetaRoCE)
 };
 
 /// Runs one variant; a collective sweep gives one record per message size.

@@ -185,6 +185,12 @@ main(int argc, char* argv[])
         {
             WriteFileAtomically(opt.out, ResultsJson(sc.name, records).dump(2) + "\n");
             WriteFileAtomically(CsvPath(opt.out), ResultsCsv(records));
+            std::string pa = PathsCsv(records);
+            if (!pa.empty())
+            {
+                std::string csv = CsvPath(opt.out);
+                WriteFileAtomically(csv.substr(0, csv.size() - 4) + "-paths.csv", pa);
+            }
             std::string fl = FlowsCsv(records);
             if (!fl.empty())
             {
