@@ -691,6 +691,10 @@ AlgoOf(const std::string& s)
     {
         return CollectiveAlgorithm::Direct;
     }
+    if (s == "pat")
+    {
+        return CollectiveAlgorithm::Pat;
+    }
     return CollectiveAlgorithm::Auto;
 }
 
@@ -843,6 +847,157 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     }
     return out;
 }
+
+/// A job: phases of collectives on groups of ranks, concurrent or in sequence, repeated.
+std::vector<RunRecord>
+RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress)
+{
+    const JobWorkloadSpec& job = spec.job;
+    RdmaHelper rdma(fabric, stream++);
+    rdma.InstallNics();
+    ObjectFactory qpf;
+    auto restore = ConfigureTransport(spec.transport, qpf);
+    std::vector<Ptr<RdmaNic>> nics;
+    for (uint32_t i = 0; i < rdma.NumNics(); ++i)
+    {
+        nics.push_back(rdma.Nic(i));
+    }
+    const uint32_t n = job.ranks == 0 ? fabric.NumNics() : job.ranks;
+
+    struct PhaseRun
+    {
+        std::vector<std::unique_ptr<Communicator>> comms;
+        std::vector<double> timeUs;    //!< per iteration: stage start to the last group's end
+        std::vector<double> fastestUs; //!< per iteration: to the first group's end
+        int64_t firstEndPs{-1};
+        int64_t lastEndPs{-1};
+        std::string algorithm;
+    };
+
+    std::vector<PhaseRun> phases(job.phases.size());
+    for (std::size_t p = 0; p < job.phases.size(); ++p)
+    {
+        const JobPhaseSpec& ph = job.phases[p];
+        uint32_t groups = n / ph.groupSize;
+        for (uint32_t g = 0; g < groups; ++g)
+        {
+            std::vector<uint32_t> ranks(ph.groupSize);
+            for (uint32_t i = 0; i < ph.groupSize; ++i)
+            {
+                ranks[i] = ph.layout == "contiguous" ? g * ph.groupSize + i : g + i * groups;
+            }
+            phases[p].comms.push_back(
+                std::make_unique<Communicator>(ranks, &nics, qpf, CollectiveConfig{}));
+        }
+    }
+    // Stages: a phase marked with_previous joins the stage before it.
+    std::vector<std::vector<std::size_t>> stages;
+    for (std::size_t p = 0; p < job.phases.size(); ++p)
+    {
+        if (!job.phases[p].withPrevious || stages.empty())
+        {
+            stages.emplace_back();
+        }
+        stages.back().push_back(p);
+    }
+    uint32_t iteration = 0;
+    std::size_t stage = 0;
+    uint64_t outstanding = 0;
+    int64_t stageStartPs = 0;
+    int64_t iterStartPs = 0;
+    std::vector<double> iterUs;
+    std::function<void()> startStage;
+    startStage = [&]()
+    {
+        stageStartPs = Simulator::Now().GetPicoSeconds();
+        if (stage == 0)
+        {
+            iterStartPs = stageStartPs;
+        }
+        for (std::size_t p : stages[stage])
+        {
+            const JobPhaseSpec& ph = job.phases[p];
+            PhaseRun& pr = phases[p];
+            pr.firstEndPs = pr.lastEndPs = -1;
+            for (auto& comm : pr.comms)
+            {
+                ++outstanding;
+                comm->Start(
+                    OpOf(ph.op), AlgoOf(ph.algorithm), ph.bytes,
+                    [&, p](const CollectiveResult& r)
+                    {
+                        PhaseRun& q = phases[p];
+                        q.algorithm = ToString(r.algorithm);
+                        q.firstEndPs = q.firstEndPs < 0 ? r.endPs : std::min(q.firstEndPs, r.endPs);
+                        q.lastEndPs = std::max(q.lastEndPs, r.endPs);
+                        if (--outstanding > 0)
+                        {
+                            return;
+                        }
+                        for (std::size_t x : stages[stage])
+                        {
+                            phases[x].timeUs.push_back((phases[x].lastEndPs - stageStartPs) / 1e6);
+                            phases[x].fastestUs.push_back((phases[x].firstEndPs - stageStartPs) /
+                                                          1e6);
+                        }
+                        if (++stage == stages.size())
+                        {
+                            stage = 0;
+                            iterUs.push_back((Simulator::Now().GetPicoSeconds() - iterStartPs) /
+                                             1e6);
+                            if (++iteration == job.iterations)
+                            {
+                                Simulator::Stop();
+                                return;
+                            }
+                        }
+                        Simulator::ScheduleNow(startStage);
+                    });
+            }
+        }
+    };
+    Simulator::ScheduleNow(startStage);
+    Time limit = MicroSeconds(1) * spec.durationUs;
+    progress.Start(spec.scenario + "/" + spec.variant, limit);
+    Simulator::Stop(limit);
+    Simulator::Run();
+    progress.Finish();
+
+    auto mean = [](const std::vector<double>& v)
+    { return v.empty() ? -1.0 : std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
+    std::vector<RunRecord> out;
+    for (std::size_t p = 0; p < job.phases.size(); ++p)
+    {
+        const JobPhaseSpec& ph = job.phases[p];
+        RunRecord rec;
+        rec.scenario = spec.scenario;
+        rec.variant = spec.variant;
+        rec.parameters = spec.resolved;
+        double t = mean(phases[p].timeUs);
+        rec.metrics["phase"] = ph.name;
+        rec.metrics["op"] = ph.op;
+        rec.metrics["bytes"] = ph.bytes;
+        rec.metrics["group_size"] = ph.groupSize;
+        rec.metrics["groups"] = static_cast<uint32_t>(phases[p].comms.size());
+        rec.metrics["algorithm"] = phases[p].algorithm;
+        rec.metrics["iterations_completed"] = static_cast<uint32_t>(phases[p].timeUs.size());
+        rec.metrics["time_us"] = t;
+        rec.metrics["fastest_group_us"] = mean(phases[p].fastestUs);
+        double algbw = t > 0 ? ph.bytes / (t * 1e-6) / 1e9 : 0.0;
+        rec.metrics["busbw_gbytes_per_s"] = algbw * BusBwFactor(OpOf(ph.op), ph.groupSize);
+        rec.metrics["iteration_us"] = mean(iterUs);
+        out.push_back(rec);
+    }
+    for (auto& nic : nics)
+    {
+        nic->Dispose();
+    }
+    for (const auto& [k, v] : restore)
+    {
+        Config::SetDefault(k, StringValue(v));
+    }
+    return out;
+}
 } // namespace
 
 std::vector<RunRecord>
@@ -875,9 +1030,13 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
     {
         RunStreams(spec, *fabric, stream, progress, rec);
     }
-    else
+    else if (spec.workloadKind == "collective")
     {
         recs = RunCollective(spec, *fabric, stream, progress);
+    }
+    else
+    {
+        recs = RunJob(spec, *fabric, stream, progress);
     }
     RunRecord& head = recs.front();
     double runS = std::chrono::duration<double>(std::chrono::steady_clock::now() - run0).count();

@@ -225,7 +225,11 @@ ParseCollective(const JsonReader& w, const TopologySpec& topo)
 {
     CollectiveWorkloadSpec c;
     c.op = w.Choice("op", {"allreduce", "reducescatter", "allgather", "alltoall"});
-    c.algorithm = w.Choice("algorithm", "auto", {"auto", "ring", "tree", "direct"});
+    c.algorithm = w.Choice("algorithm", "auto", {"auto", "ring", "tree", "direct", "pat"});
+    if (c.algorithm == "pat" && c.op != "allgather" && c.op != "reducescatter")
+    {
+        w.Fail("algorithm", "pat runs all-gather and reduce-scatter only");
+    }
     if (c.algorithm == "tree" && c.op != "allreduce")
     {
         w.Fail("algorithm", "tree runs all-reduce only");
@@ -278,6 +282,51 @@ ParseCollective(const JsonReader& w, const TopologySpec& topo)
     c.reducePsPerByte = w.Number("reduce_ps_per_byte", 0.0, 0.0, 1e6);
     w.Finish();
     return c;
+}
+
+JobWorkloadSpec
+ParseJob(const JsonReader& j, const TopologySpec& topo)
+{
+    JobWorkloadSpec job;
+    job.name = j.String("name", "job");
+    j.String("description", "");
+    job.iterations = static_cast<uint32_t>(j.UInt("iterations", 1, 1, 10000));
+    job.ranks = static_cast<uint32_t>(j.UInt("ranks", 0, 0, topo.nics));
+    uint32_t n = job.ranks == 0 ? topo.nics : job.ranks;
+    for (const auto& p : j.Array("phases"))
+    {
+        JobPhaseSpec ph;
+        ph.name = p.String("name");
+        ph.op = p.Choice("op", {"allreduce", "reducescatter", "allgather", "alltoall"});
+        ph.algorithm = p.Choice("algorithm", "auto", {"auto", "ring", "tree", "direct", "pat"});
+        if ((ph.algorithm == "pat" && ph.op != "allgather" && ph.op != "reducescatter") ||
+            (ph.algorithm == "tree" && ph.op != "allreduce") ||
+            (ph.algorithm == "direct" && ph.op != "alltoall") ||
+            (ph.algorithm == "ring" && ph.op == "alltoall"))
+        {
+            p.Fail("algorithm", "does not run " + ph.op);
+        }
+        ph.bytes = p.UInt("bytes", 0, 1ULL << 40);
+        ph.groupSize = static_cast<uint32_t>(p.UInt("group_size", n, 1, n));
+        if (n % ph.groupSize != 0)
+        {
+            p.Fail("group_size", "must divide the job's " + std::to_string(n) + " ranks");
+        }
+        ph.layout = p.Choice("layout", "contiguous", {"contiguous", "strided"});
+        ph.withPrevious = p.Bool("with_previous", false);
+        if (ph.withPrevious && job.phases.empty())
+        {
+            p.Fail("with_previous", "the first phase has no previous phase");
+        }
+        p.Finish();
+        job.phases.push_back(ph);
+    }
+    if (job.phases.empty())
+    {
+        j.Fail("phases", "must list at least one phase");
+    }
+    j.Finish();
+    return job;
 }
 
 /// Attribute overrides: each key must be an attribute of `tid` and its value valid for it.
@@ -418,7 +467,7 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
     run.durationUs = r.Number("duration_us", 1e-3, 1e12);
     run.topology = ParseTopology(r.Raw("topology"), "topology");
     JsonReader w = r.Object("workload");
-    run.workloadKind = w.Choice("kind", {"raw", "streams", "collective"});
+    run.workloadKind = w.Choice("kind", {"raw", "streams", "collective", "job"});
     if (run.workloadKind == "raw")
     {
         run.raw = ParseRaw(w, run.topology);
@@ -432,9 +481,15 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
         run.streams = ParseStreams(w, run.topology);
         run.transport = ParseTransport(r.Object("transport"));
     }
-    else
+    else if (run.workloadKind == "collective")
     {
         run.collective = ParseCollective(w, run.topology);
+        run.transport = ParseTransport(r.Object("transport"));
+    }
+    else
+    {
+        run.job = ParseJob(w.Object("job"), run.topology);
+        w.Finish();
         run.transport = ParseTransport(r.Object("transport"));
     }
     if (r.Has("faults"))
@@ -455,10 +510,16 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
         run.table = {"goodput_gbps", "completion_us", "msg_fct_p99_us", "retransmitted_packets",
                      "timeouts",     "drops_buffer",  "pfc_pauses"};
     }
-    else
+    else if (run.workloadKind == "collective")
     {
         run.table = {"size_bytes",         "algorithm",          "time_us",
                      "algbw_gbytes_per_s", "busbw_gbytes_per_s", "rank_spread_us"};
+    }
+    else
+    {
+        run.table = {
+            "phase",       "op", "bytes", "groups", "algorithm", "time_us", "fastest_group_us",
+            "iteration_us"};
     }
     if (r.Has("outputs"))
     {
@@ -523,22 +584,42 @@ LoadScenario(const std::string& file, const std::vector<std::string>& sets)
     }
     try
     {
-        if (j.contains("topology") && j["topology"].is_string())
+        // File references (topology, job) are read before the overrides, so that --set can
+        // reach inside them, and again after, in case an override named another file.
+        auto resolve = [&]()
         {
-            std::string t = ResolveFile(j["topology"].get<std::string>(), file);
-            try
+            if (j.contains("topology") && j["topology"].is_string())
             {
-                j["topology"] = ReadJsonFile(t, "topology");
+                std::string t = ResolveFile(j["topology"].get<std::string>(), file);
+                try
+                {
+                    j["topology"] = ReadJsonFile(t, "topology");
+                }
+                catch (const InputError& e)
+                {
+                    throw InputError(std::string("topology: ") + e.what());
+                }
             }
-            catch (const InputError& e)
+            if (j.contains("workload") && j["workload"].is_object() &&
+                j["workload"].contains("job") && j["workload"]["job"].is_string())
             {
-                throw InputError(std::string("topology: ") + e.what());
+                std::string jf = ResolveFile(j["workload"]["job"].get<std::string>(), file);
+                try
+                {
+                    j["workload"]["job"] = ReadJsonFile(jf, "job");
+                }
+                catch (const InputError& e)
+                {
+                    throw InputError(std::string("workload.job: ") + e.what());
+                }
             }
-        }
+        };
+        resolve();
         for (const auto& s : sets)
         {
             ApplySet(j, s, "--set");
         }
+        resolve();
         Scenario sc;
         JsonReader root(j, "");
         sc.name = root.String("name");

@@ -71,6 +71,27 @@ struct CollectiveWorkloadSpec
     double reducePsPerByte{0};
 };
 
+/// One collective of a job, run on every group of a partition of the ranks.
+struct JobPhaseSpec
+{
+    std::string name;
+    std::string op;
+    std::string algorithm{"auto"};
+    uint64_t bytes{0};
+    uint32_t groupSize{0};
+    std::string layout{"contiguous"}; //!< contiguous or strided groups
+    bool withPrevious{false};         //!< starts together with the phase before it
+};
+
+/// A training-step-like job: phases (concurrent or in sequence), repeated for iterations.
+struct JobWorkloadSpec
+{
+    std::string name;
+    uint32_t iterations{1};
+    uint32_t ranks{0}; //!< 0: every NIC
+    std::vector<JobPhaseSpec> phases;
+};
+
 /// The transport of a run: a QP TypeId, its congestion control and attribute overrides.
 struct TransportSpec
 {
@@ -105,6 +126,7 @@ struct RunSpec
     RawWorkloadSpec raw;
     StreamsWorkloadSpec streams;
     CollectiveWorkloadSpec collective;
+    JobWorkloadSpec job;
     TransportSpec transport;
     double timeseriesBinUs{0}; //!< > 0: record delivered throughput per bin
     bool flowsOutput{false};   //!< write per-flow completion times

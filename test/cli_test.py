@@ -13,6 +13,8 @@ import tempfile
 SIM, ROOT = sys.argv[1], sys.argv[2]
 SCENARIO = os.path.join(ROOT, "scenarios", "fabric-ecmp-collisions.json")
 STREAMS = os.path.join(ROOT, "scenarios", "multiplane-bidirectional.json")
+JOB = os.path.join(ROOT, "scenarios", "job-moe-training-step.json")
+COLL = os.path.join(ROOT, "scenarios", "collectives-64gpu-allreduce.json")
 failures = []
 
 
@@ -80,6 +82,14 @@ with tempfile.TemporaryDirectory() as tmp:
         (lambda: [STREAMS, "--set", "transport.congestion_control=cubic"],
          "transport.congestion_control"),
         (lambda: [STREAMS, "--set", "transport.kind=tcp"], "transport.kind"),
+        (lambda: [JOB, "--set", "workload.job.phases.0.group_size=7"],
+         "workload.job.phases[0].group_size: must divide"),
+        (lambda: [JOB, "--set", "workload.job.phases.0.algorithm=tree"],
+         "workload.job.phases[0].algorithm"),
+        (lambda: [JOB, "--set", "workload.job.phases.0.with_previous=true"],
+         "workload.job.phases[0].with_previous"),
+        (lambda: [JOB, "--set", "workload.job=scenarios/jobs/none.json"], "cannot open file"),
+        (lambda: [COLL, "--set", "workload.algorithm=pat"], "workload.algorithm"),
         (lambda: [STREAMS, "--set", "workload.flows.0.dst=0"], "workload.flows[0].dst"),
         (lambda: [STREAMS, "--set", "faults=[{\"kind\":\"plane_down\",\"plane\":1,"
                   "\"at_us\":1,\"scope\":\"half\"}]"], "faults[0].scope"),

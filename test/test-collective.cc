@@ -101,6 +101,34 @@ TEST_CASE("reduce-scatter and all-gather move (k-1)/k of S; all-to-all too", "[c
     CHECK(a2a.messages == uint64_t(k) * (k - 1) * 8);
 }
 
+TEST_CASE("PAT all-gather and reduce-scatter: log2(k) steps, (k-1)/k of S per rank", "[collective]")
+{
+    for (uint32_t k : {16u, 12u})
+    {
+        SimGuard guard;
+        World w(SmallFpf(16, 2, 8));
+        const uint64_t S = uint64_t(k) * (1 << 20);
+        CollectiveConfig cfg;
+        cfg.maxChannels = 1;
+        for (auto op : {CollectiveOp::AllGather, CollectiveOp::ReduceScatter})
+        {
+            auto r = w.Run(kMeta, k, op, CollectiveAlgorithm::Pat, S, cfg);
+            INFO(k << " ranks, " << ToString(op));
+            CHECK(r.wireBytesPerRank == (k - 1) * S / k);
+            const uint32_t steps = 4; // distances 1, 2, 4, 8 for 12 and for 16 ranks
+            CHECK(r.messages >= uint64_t(k) * steps);
+        }
+    }
+    SimGuard guard;
+    World w(SmallFpf(64, 1, 16));
+    ObjectFactory f;
+    f.SetTypeId(kMeta);
+    std::vector<uint32_t> r(64);
+    std::iota(r.begin(), r.end(), 0u);
+    Communicator comm(r, &w.nics, f, {});
+    CHECK(comm.Select(CollectiveOp::AllGather, 64 << 10) == CollectiveAlgorithm::Pat);
+}
+
 TEST_CASE("a collective gives the same time twice with the same seed", "[collective]")
 {
     auto once = []()

@@ -47,6 +47,8 @@ ToString(CollectiveAlgorithm a)
             return "tree";
         case CollectiveAlgorithm::Direct:
             return "direct";
+        case CollectiveAlgorithm::Pat:
+            return "pat";
     }
     return "?";
 }
@@ -245,9 +247,20 @@ Communicator::Select(CollectiveOp op, uint64_t bytes) const
     {
         return CollectiveAlgorithm::Direct;
     }
-    if (op != CollectiveOp::AllReduce || Size() < 3)
+    if (Size() < 3)
     {
         return CollectiveAlgorithm::Ring;
+    }
+    if (op != CollectiveOp::AllReduce)
+    {
+        // One rank per host (every rank has its own NIC here): NCCL weighs PAT against ring.
+        // Ring: (n-1) steps at 14 us, algbw = busbw x n / (n-1). PAT: log2(n) x 14 / 3.5 us
+        // + 2.8 us x n, algbw = busbw x 0.75 x n / (n-1) (tuning.cc).
+        const double n = Size();
+        const double bw = static_cast<double>(NicBytesPerSecond()) * n / (n - 1);
+        double ring = 8.4e-6 + (n - 1) * 14e-6 + bytes / bw;
+        double pat = 8e-6 + std::log2(n) * 14e-6 / 3.5 + 2.8e-6 * n + bytes / (0.75 * bw);
+        return pat < ring ? CollectiveAlgorithm::Pat : CollectiveAlgorithm::Ring;
     }
     // NCCL's model (Simple protocol, one rank per host): time = latency x steps + bytes / bw.
     // Ring: 2(n-1) network steps at 14 us, x1.4 "ring plateau" when multi-node; algbw =
@@ -434,6 +447,63 @@ PlanTree(std::vector<RankState>& ranks, uint64_t bytes, uint32_t channels,
     }
 }
 
+/// PAT-like all-gather / reduce-scatter over log2(k) steps (Bruck's algorithm, any k): at
+/// distance d = 1, 2, 4, ... an all-gather step sends everything gathered so far (min(d, k-d)
+/// blocks of S/k) to rank r - d and receives as much from r + d; a reduce-scatter runs the
+/// same steps in reverse order and direction, each step reducing before it forwards. A step
+/// waits for the whole message of the step before it.
+void
+PlanPat(std::vector<RankState>& ranks, CollectiveOp op, uint64_t bytes, uint32_t channels,
+        const CollectiveConfig& cfg)
+{
+    const uint32_t k = static_cast<uint32_t>(ranks.size());
+    std::vector<uint32_t> dists;
+    for (uint32_t d = 1; d < k; d <<= 1)
+    {
+        dists.push_back(d);
+    }
+    if (op == CollectiveOp::ReduceScatter)
+    {
+        std::reverse(dists.begin(), dists.end());
+    }
+    for (uint32_t ch = 0; ch < channels; ++ch)
+    {
+        uint64_t chBytes = PartOf(bytes, channels, ch);
+        for (uint32_t r = 0; r < k; ++r)
+        {
+            RankState& rs = ranks[r];
+            int32_t prevIn = -1;
+            uint64_t prevPieces = 0;
+            for (uint32_t d : dists)
+            {
+                bool ag = op == CollectiveOp::AllGather;
+                uint32_t to = ag ? (r + k - d) % k : (r + d) % k;
+                uint32_t from = ag ? (r + d) % k : (r + k - d) % k;
+                uint64_t blocks = std::min<uint64_t>(d, k - d);
+                uint64_t stepBytes = chBytes * blocks / k;
+                uint64_t pieces = std::max<uint64_t>(1, (stepBytes + cfg.ringSliceBytes - 1) /
+                                                            cfg.ringSliceBytes);
+                OutQueue& out = AddOut(rs, to, ch, cfg.ringSlicesInFlight);
+                for (uint64_t j = 0; j < pieces; ++j)
+                {
+                    SendOp o;
+                    o.bytes = PartOf(stepBytes, pieces, j);
+                    o.reduce = !ag && prevIn >= 0;
+                    for (uint64_t q = 0; prevIn >= 0 && q < prevPieces; ++q)
+                    {
+                        o.deps.emplace_back(static_cast<uint32_t>(prevIn), q);
+                    }
+                    out.ops.push_back(std::move(o));
+                }
+                // The matching receive: this step's message from `from` (distances 1, 2, 4, ...
+                // are distinct modulo k, so every step has its own peers).
+                prevIn = static_cast<int32_t>(AddIn(rs, from, ch, pieces));
+                prevPieces = pieces;
+            }
+        }
+    }
+}
+
 /// NCCL's p2p peer order for rank r of k: groups of 8 ranks, group deltas in NCCL's
 /// quadratic sequence, then local deltas 0..7.
 std::vector<uint32_t>
@@ -548,6 +618,9 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
                     "tree is an all-reduce algorithm");
     NS_ABORT_MSG_IF(algo == CollectiveAlgorithm::Direct && op != CollectiveOp::AllToAll,
                     "direct is the all-to-all algorithm");
+    NS_ABORT_MSG_IF(algo == CollectiveAlgorithm::Pat && op != CollectiveOp::AllGather &&
+                        op != CollectiveOp::ReduceScatter,
+                    "PAT runs all-gather and reduce-scatter");
     NS_ABORT_MSG_IF(op == CollectiveOp::AllToAll && algo != CollectiveAlgorithm::Direct,
                     "all-to-all runs with the direct algorithm");
     m_run = std::make_unique<Run>();
@@ -570,6 +643,10 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
         else if (algo == CollectiveAlgorithm::Tree)
         {
             PlanTree(run.ranks, bytes, channels, m_cfg);
+        }
+        else if (algo == CollectiveAlgorithm::Pat)
+        {
+            PlanPat(run.ranks, op, bytes, channels, m_cfg);
         }
         else
         {

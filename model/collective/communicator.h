@@ -47,8 +47,9 @@ enum class CollectiveAlgorithm
 {
     Auto,
     Ring,
-    Tree,  //!< double binary tree (all-reduce)
-    Direct //!< direct sends with NCCL's peer schedule (all-to-all)
+    Tree,   //!< double binary tree (all-reduce)
+    Direct, //!< direct sends with NCCL's peer schedule (all-to-all)
+    Pat     //!< parallel aggregated trees: log2(n) steps (all-gather, reduce-scatter)
 };
 
 std::string ToString(CollectiveOp op);

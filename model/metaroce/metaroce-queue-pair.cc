@@ -259,8 +259,8 @@ MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state)
     CcPath& c = m_cc.paths[slot];
     c = CcPath();
     c.maxCwndBytes = static_cast<double>(m_pathWindowCap) * m_mtu;
-    c.cwndBytes = std::min(c.maxCwndBytes,
-                           static_cast<double>(state == PATH_PROBING ? 1 : m_initialWindow) * m_mtu);
+    c.cwndBytes = std::min(
+        c.maxCwndBytes, static_cast<double>(state == PATH_PROBING ? 1 : m_initialWindow) * m_mtu);
     m_planes[plane].paths.push_back(static_cast<uint16_t>(slot));
     ++m_pc.pathsOpened;
     Wake(plane);
