@@ -658,44 +658,28 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     }
 }
 
+// The scenario parser admits only these names.
 CollectiveOp
 OpOf(const std::string& s)
 {
-    if (s == "allreduce")
-    {
-        return CollectiveOp::AllReduce;
-    }
-    if (s == "reducescatter")
-    {
-        return CollectiveOp::ReduceScatter;
-    }
-    if (s == "allgather")
-    {
-        return CollectiveOp::AllGather;
-    }
-    return CollectiveOp::AllToAll;
+    static const std::map<std::string, CollectiveOp> ops = {
+        {"allreduce", CollectiveOp::AllReduce},
+        {"reducescatter", CollectiveOp::ReduceScatter},
+        {"allgather", CollectiveOp::AllGather},
+        {"alltoall", CollectiveOp::AllToAll}};
+    return ops.at(s);
 }
 
 CollectiveAlgorithm
 AlgoOf(const std::string& s)
 {
-    if (s == "ring")
-    {
-        return CollectiveAlgorithm::Ring;
-    }
-    if (s == "tree")
-    {
-        return CollectiveAlgorithm::Tree;
-    }
-    if (s == "direct")
-    {
-        return CollectiveAlgorithm::Direct;
-    }
-    if (s == "pat")
-    {
-        return CollectiveAlgorithm::Pat;
-    }
-    return CollectiveAlgorithm::Auto;
+    static const std::map<std::string, CollectiveAlgorithm> algos = {
+        {"auto", CollectiveAlgorithm::Auto},
+        {"ring", CollectiveAlgorithm::Ring},
+        {"tree", CollectiveAlgorithm::Tree},
+        {"direct", CollectiveAlgorithm::Direct},
+        {"pat", CollectiveAlgorithm::Pat}};
+    return algos.at(s);
 }
 
 /// A collective over a list of sizes, each repeated `iterations` times, back to back.
