@@ -699,7 +699,11 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     // Placement of ranks on NICs.
     uint32_t n = w.ranks == 0 ? fabric.NumNics() : w.ranks;
     std::vector<uint32_t> ranks(n);
-    if (w.placement == "random")
+    if (w.placement == "explicit")
+    {
+        ranks = w.nics;
+    }
+    else if (w.placement == "random")
     {
         std::vector<uint32_t> all(fabric.NumNics());
         std::iota(all.begin(), all.end(), 0u);
@@ -730,6 +734,7 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     cfg.maxChannels = w.channels;
     cfg.qpsPerConnection = w.qpsPerConnection;
     cfg.reducePsPerByte = w.reducePsPerByte;
+    cfg.ranksPerHost = w.ranksPerHost;
     Communicator comm(ranks, &nics, qpf, cfg);
 
     struct SizeResult
@@ -784,6 +789,7 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
         rec.parameters = spec.resolved;
         const auto& it = results[i].iters;
         rec.metrics["size_bytes"] = w.sizes[i];
+        rec.metrics["count"] = w.sizes[i] / 4; // nccl-tests' float elements
         rec.metrics["op"] = w.op;
         rec.metrics["ranks"] = n;
         if (it.size() < w.iterations)

@@ -274,8 +274,39 @@ ParseCollective(const JsonReader& w, const TopologySpec& topo)
         }
     }
     c.ranks = static_cast<uint32_t>(w.UInt("ranks", 0, 0, topo.nics));
-    c.placement = w.Choice("placement", "contiguous", {"contiguous", "strided", "random"});
+    c.placement =
+        w.Choice("placement", "contiguous", {"contiguous", "strided", "random", "explicit"});
     c.stride = static_cast<uint32_t>(w.UInt("stride", 1, 1, topo.nics));
+    if (c.placement == "explicit")
+    {
+        const auto& arr = w.Raw("nics");
+        std::vector<bool> seen(topo.nics, false);
+        if (!arr.is_array() || arr.empty())
+        {
+            w.Fail("nics", "must list the NIC of every rank");
+        }
+        for (const auto& v : arr)
+        {
+            if (!v.is_number_unsigned() || v.get<uint64_t>() >= topo.nics ||
+                seen[v.get<uint32_t>()])
+            {
+                w.Fail("nics", "each entry must be a distinct NIC below " +
+                                   std::to_string(topo.nics) + ", got " + v.dump());
+            }
+            seen[v.get<uint32_t>()] = true;
+            c.nics.push_back(v.get<uint32_t>());
+        }
+        if (c.ranks != 0 && c.ranks != c.nics.size())
+        {
+            w.Fail("ranks", "differs from the number of explicit nics");
+        }
+        c.ranks = static_cast<uint32_t>(c.nics.size());
+    }
+    c.ranksPerHost = static_cast<uint32_t>(w.UInt("ranks_per_host", 1, 1, 64));
+    if ((c.ranks == 0 ? topo.nics : c.ranks) % c.ranksPerHost != 0)
+    {
+        w.Fail("ranks_per_host", "must divide the number of ranks");
+    }
     c.iterations = static_cast<uint32_t>(w.UInt("iterations", 1, 1, 1000));
     c.channels = static_cast<uint32_t>(w.UInt("channels", 0, 0, 64));
     c.qpsPerConnection = static_cast<uint32_t>(w.UInt("qps_per_connection", 1, 1, 64));

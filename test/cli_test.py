@@ -90,6 +90,9 @@ with tempfile.TemporaryDirectory() as tmp:
          "workload.job.phases[0].with_previous"),
         (lambda: [JOB, "--set", "workload.job=scenarios/jobs/none.json"], "cannot open file"),
         (lambda: [COLL, "--set", "workload.algorithm=pat"], "workload.algorithm"),
+        (lambda: [COLL, "--set", "workload.placement=explicit", "--set", "workload.nics=[1,1]"],
+         "workload.nics"),
+        (lambda: [COLL, "--set", "workload.ranks_per_host=7"], "workload.ranks_per_host"),
         (lambda: [STREAMS, "--set", "workload.flows.0.dst=0"], "workload.flows[0].dst"),
         (lambda: [STREAMS, "--set", "faults=[{\"kind\":\"plane_down\",\"plane\":1,"
                   "\"at_us\":1,\"scope\":\"half\"}]"], "faults[0].scope"),

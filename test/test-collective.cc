@@ -127,6 +127,14 @@ TEST_CASE("PAT all-gather and reduce-scatter: log2(k) steps, (k-1)/k of S per ra
     std::iota(r.begin(), r.end(), 0u);
     Communicator comm(r, &w.nics, f, {});
     CHECK(comm.Select(CollectiveOp::AllGather, 64 << 10) == CollectiveAlgorithm::Pat);
+    // Seen as 8 hosts of 8 ranks, NCCL's model moves large all-reduces to the ring and never
+    // uses PAT.
+    CollectiveConfig cfg;
+    cfg.ranksPerHost = 8;
+    Communicator hosts(r, &w.nics, f, cfg);
+    CHECK(hosts.Select(CollectiveOp::AllReduce, 8) == CollectiveAlgorithm::Tree);
+    CHECK(hosts.Select(CollectiveOp::AllReduce, 1ULL << 30) == CollectiveAlgorithm::Ring);
+    CHECK(hosts.Select(CollectiveOp::AllGather, 64 << 10) == CollectiveAlgorithm::Ring);
 }
 
 TEST_CASE("a collective gives the same time twice with the same seed", "[collective]")

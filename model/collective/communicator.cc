@@ -251,6 +251,14 @@ Communicator::Select(CollectiveOp op, uint64_t bytes) const
     {
         return CollectiveAlgorithm::Ring;
     }
+    // NCCL's model counts network steps between hosts; PAT needs one rank per host. (Every
+    // rank here has its own NIC: ranksPerHost only changes how the choice is made.)
+    const double ppn = m_cfg.ranksPerHost;
+    const double nodes = std::max(1.0, Size() / ppn);
+    if (op != CollectiveOp::AllReduce && m_cfg.ranksPerHost > 1)
+    {
+        return CollectiveAlgorithm::Ring;
+    }
     if (op != CollectiveOp::AllReduce)
     {
         // One rank per host (every rank has its own NIC here): NCCL weighs PAT against ring.
@@ -268,8 +276,10 @@ Communicator::Select(CollectiveOp op, uint64_t bytes) const
     const double lat = 14e-6;
     const double n = Size();
     const double bw = static_cast<double>(NicBytesPerSecond());
-    double ring = 1.4 * (8.4e-6 + 2 * (n - 1) * lat) + bytes / (bw * n / (2 * (n - 1)));
-    double tree = 8.4e-6 + 2 * std::log2(n) * lat + bytes / (bw * 0.5);
+    const double intra = 3.4e-6; // NVLink step latency (Simple)
+    double ring = 1.4 * (8.4e-6 + 2 * (nodes - 1) * lat + 2 * (n - nodes) * intra) +
+                  bytes / (bw * n / (2 * (n - 1)));
+    double tree = 8.4e-6 + 2 * ((ppn - 1) * intra + std::log2(nodes) * lat) + bytes / (bw * 0.5);
     return tree < ring ? CollectiveAlgorithm::Tree : CollectiveAlgorithm::Ring;
 }
 

@@ -71,6 +71,7 @@ struct CollectiveConfig
     uint32_t p2pChannels{32};     //!< p2p channels of a communicator (NCCL's usual 32)
     uint32_t qpsPerConnection{1}; //!< RoCEv2 only
     double reducePsPerByte{0};    //!< optional reduction time
+    uint32_t ranksPerHost{1};     //!< ranks sharing a host, as NCCL's cost model sees them
 };
 
 /// What one finished collective reports.
