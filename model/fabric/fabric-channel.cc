@@ -48,6 +48,9 @@ FabricChannel::Connect(Ptr<FabricNetDevice> a, Ptr<FabricNetDevice> b)
 {
     m_dev[0] = a;
     m_dev[1] = b;
+    // Arrival events run in the receiving node's context (logging, distributed runs).
+    m_dstNode[0] = b->GetNode() ? b->GetNode()->GetId() : 0;
+    m_dstNode[1] = a->GetNode() ? a->GetNode()->GetId() : 0;
     a->Attach(this);
     b->Attach(this);
 }
@@ -73,7 +76,7 @@ FabricChannel::Transmit(const FabricNetDevice* from, FabricFrame&& frame, int64_
     m_inFlight[d].PushBack(std::move(frame));
     if (wasEmpty)
     {
-        Simulator::ScheduleWithContext(m_dev[1 - d]->GetNode()->GetId(),
+        Simulator::ScheduleWithContext(m_dstNode[d],
                                        PicoSeconds(arrive - Simulator::Now().GetPicoSeconds()),
                                        &FabricChannel::Deliver, this, d, m_epoch);
     }

@@ -51,7 +51,8 @@ class FabricChannel : public Channel
     void Deliver(uint32_t dir, uint32_t epoch);
 
     Ptr<FabricNetDevice> m_dev[2];
-    FrameRing m_inFlight[2]; //!< [d]: frames from m_dev[d] to m_dev[1-d], readyPs = arrival
+    uint32_t m_dstNode[2]{0, 0}; //!< [d]: node id of the device frames in direction d reach
+    FrameRing m_inFlight[2];     //!< [d]: frames from m_dev[d] to m_dev[1-d], readyPs = arrival
     int64_t m_delayPs{0};
     uint64_t m_lostInFlight{0};
     uint32_t m_epoch{0}; //!< bumped when the link fails: older arrival events are void

@@ -80,12 +80,19 @@ FabricNetDevice::SetDataRate(DataRate rate)
 {
     NS_ABORT_MSG_IF(rate.GetBitRate() == 0, "FabricNetDevice: DataRate must be positive");
     m_rate = rate;
+    // Exact picoseconds per byte for the usual rates (100G: 80), else 0: divide per frame.
+    uint64_t bps = rate.GetBitRate();
+    m_psPerByte = 8000000000000ULL % bps == 0 ? 8000000000000ULL / bps : 0;
 }
 
 int64_t
 FabricNetDevice::TxTimePs(uint32_t wireBytes) const
 {
     // bytes * 8 bits * 1e12 ps/s / (bit/s); exact for the usual rates (100G: 80 ps per byte).
+    if (m_psPerByte != 0)
+    {
+        return static_cast<int64_t>(wireBytes * m_psPerByte);
+    }
     unsigned __int128 num = static_cast<unsigned __int128>(wireBytes) * 8000000000000ULL;
     return static_cast<int64_t>(num / m_rate.GetBitRate());
 }

@@ -152,8 +152,8 @@ class FabricNetDevice : public NetDevice
     FrameRing m_queue[2]; //!< [0] control, strict priority; [1] data
     uint64_t m_queueBytes[2]{0, 0};
     DataRate m_rate;
-    uint64_t m_psPerByteNum{0}; //!< 8e12 (ps*bit/s per byte)
-    EventId m_txEvent;          //!< transmission end, or a deferred start
+    uint64_t m_psPerByte{0}; //!< exact ps per byte at m_rate, or 0 (see TxTimePs)
+    EventId m_txEvent;       //!< transmission end, or a deferred start
     double m_lossRate{0};
     FastRng m_rng;
     int64_t m_pauseStartPs{0};

@@ -94,9 +94,10 @@ MetaRoceRateHint::HintBps() const
     double capacity = 0;
     for (uint32_t p = 0; p < m_nic->GetNPorts(); ++p)
     {
-        if (m_nic->IsPortUp(p))
+        const FabricNetDevice* port = m_nic->GetPort(p);
+        if (port->IsLinkUp())
         {
-            capacity += static_cast<double>(m_nic->GetPort(p)->GetDataRate().GetBitRate());
+            capacity += static_cast<double>(port->GetDataRate().GetBitRate());
         }
     }
     std::size_t n = std::max<std::size_t>(1, m_lastSeen.size());
