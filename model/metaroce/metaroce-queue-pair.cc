@@ -1181,15 +1181,16 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
     AdvanceBase(h.path);
     // SACKed packets above it; any hole below the highest one is a loss.
     int64_t highest = -1;
-    for (uint32_t i = 0; i < kSackBits; ++i)
+    for (uint32_t word = 0; word < 4; ++word)
     {
-        uint32_t psn = h.psn + 1 + i;
-        if (psn >= p.psnNext)
+        // Only the set bits: most ACKs carry none (in-order arrival).
+        for (uint64_t bits = h.sack[word]; bits != 0; bits &= bits - 1)
         {
-            break;
-        }
-        if ((h.sack[i >> 6] >> (i & 63)) & 1)
-        {
+            uint32_t psn = h.psn + 1 + word * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
+            if (psn >= p.psnNext)
+            {
+                break;
+            }
             if (psn >= p.cumAck)
             {
                 take(p.recs.At(psn - p.cumAck));
