@@ -64,16 +64,8 @@ MetaRoceAimd::GetTypeId()
 Ptr<RdmaCongestionOps>
 MetaRoceAimd::Fork() const
 {
-    Ptr<MetaRoceAimd> c = CreateObject<MetaRoceAimd>();
-    c->m_ai = m_ai;
-    c->m_ecnBeta = m_ecnBeta;
-    c->m_ecnGain = m_ecnGain;
-    c->m_lossThreshold = m_lossThreshold;
-    c->m_lossBeta = m_lossBeta;
-    c->m_useHints = m_useHints;
-    c->m_slowStart = m_slowStart;
-    c->m_validate = m_validate;
-    return c;
+    // The prototype holds only attribute values (no per-path state yet): a copy is fresh.
+    return CopyObject<MetaRoceAimd>(this);
 }
 
 namespace

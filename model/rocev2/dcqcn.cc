@@ -81,18 +81,8 @@ Dcqcn::DoDispose()
 Ptr<RdmaCongestionOps>
 Dcqcn::Fork() const
 {
-    Ptr<Dcqcn> d = CreateObject<Dcqcn>();
-    d->m_g = m_g;
-    d->m_alphaInterval = m_alphaInterval;
-    d->m_decreaseInterval = m_decreaseInterval;
-    d->m_increaseInterval = m_increaseInterval;
-    d->m_fastRecoverySteps = m_fastRecoverySteps;
-    d->m_rai = m_rai;
-    d->m_rhai = m_rhai;
-    d->m_minRate = m_minRate;
-    d->m_rateOnFirstCnp = m_rateOnFirstCnp;
-    d->m_clampTarget = m_clampTarget;
-    return d;
+    // The prototype holds only attribute values (no state yet): a copy is a fresh instance.
+    return CopyObject<Dcqcn>(this);
 }
 
 void

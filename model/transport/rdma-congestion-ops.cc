@@ -29,7 +29,7 @@ RdmaNoCongestionControl::GetTypeId()
 Ptr<RdmaCongestionOps>
 RdmaNoCongestionControl::Fork() const
 {
-    return CreateObject<RdmaNoCongestionControl>();
+    return CopyObject<RdmaNoCongestionControl>(this);
 }
 
 } // namespace metaroce
