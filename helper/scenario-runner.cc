@@ -257,6 +257,41 @@ ConfigureTransport(const TransportSpec& t, ObjectFactory& f)
     return restore;
 }
 
+/// NICs on every host with the run's transport configured; on destruction the NICs are
+/// disposed and the congestion-control defaults the run changed are restored.
+struct TransportSetup
+{
+    TransportSetup(const TransportSpec& t, Fabric& fabric, int64_t& stream)
+        : rdma(fabric, stream++)
+    {
+        rdma.InstallNics();
+        restore = ConfigureTransport(t, rdma.QpFactory());
+        for (uint32_t i = 0; i < rdma.NumNics(); ++i)
+        {
+            nics.push_back(rdma.Nic(i));
+        }
+    }
+
+    ~TransportSetup()
+    {
+        for (auto& nic : nics)
+        {
+            nic->Dispose();
+        }
+        for (const auto& [k, v] : restore)
+        {
+            Config::SetDefault(k, StringValue(v));
+        }
+    }
+
+    TransportSetup(const TransportSetup&) = delete;
+    TransportSetup& operator=(const TransportSetup&) = delete;
+
+    RdmaHelper rdma;
+    std::vector<Ptr<RdmaNic>> nics;
+    std::vector<std::pair<std::string, std::string>> restore;
+};
+
 /// RDMA streams over a transport.
 void
 RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress,
@@ -264,9 +299,8 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
 {
     const StreamsWorkloadSpec& w = spec.streams;
     const TransportSpec& t = spec.transport;
-    RdmaHelper rdma(fabric, stream++);
-    rdma.InstallNics();
-    auto restore = ConfigureTransport(t, rdma.QpFactory());
+    TransportSetup setup(t, fabric, stream);
+    RdmaHelper& rdma = setup.rdma;
     FastRng rng(static_cast<uint64_t>(stream++));
     auto flows = PatternFlows(w.who, fabric.NumNics(), rng);
     if (w.bidirectional)
@@ -648,14 +682,6 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
             rec.metrics["steady_queue_bytes"] = n ? tail / n : 0.0;
         }
     }
-    for (uint32_t i = 0; i < rdma.NumNics(); ++i)
-    {
-        rdma.Nic(i)->Dispose();
-    }
-    for (const auto& [k, v] : restore)
-    {
-        Config::SetDefault(k, StringValue(v));
-    }
 }
 
 // The scenario parser admits only these names.
@@ -687,15 +713,9 @@ std::vector<RunRecord>
 RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress)
 {
     const CollectiveWorkloadSpec& w = spec.collective;
-    RdmaHelper rdma(fabric, stream++);
-    rdma.InstallNics();
-    ObjectFactory qpf;
-    auto restore = ConfigureTransport(spec.transport, qpf);
-    std::vector<Ptr<RdmaNic>> nics;
-    for (uint32_t i = 0; i < rdma.NumNics(); ++i)
-    {
-        nics.push_back(rdma.Nic(i));
-    }
+    TransportSetup setup(spec.transport, fabric, stream);
+    const ObjectFactory& qpf = setup.rdma.QpFactory();
+    const std::vector<Ptr<RdmaNic>>& nics = setup.nics;
     // Placement of ranks on NICs.
     uint32_t n = w.ranks == 0 ? fabric.NumNics() : w.ranks;
     std::vector<uint32_t> ranks(n);
@@ -827,14 +847,6 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
         out[0].counters["timeouts"] = sum.timeouts;
         out[0].counters["data_packets_sent"] = sum.dataPacketsSent;
     }
-    for (auto& nic : nics)
-    {
-        nic->Dispose();
-    }
-    for (const auto& [k, v] : restore)
-    {
-        Config::SetDefault(k, StringValue(v));
-    }
     return out;
 }
 
@@ -843,15 +855,9 @@ std::vector<RunRecord>
 RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress)
 {
     const JobWorkloadSpec& job = spec.job;
-    RdmaHelper rdma(fabric, stream++);
-    rdma.InstallNics();
-    ObjectFactory qpf;
-    auto restore = ConfigureTransport(spec.transport, qpf);
-    std::vector<Ptr<RdmaNic>> nics;
-    for (uint32_t i = 0; i < rdma.NumNics(); ++i)
-    {
-        nics.push_back(rdma.Nic(i));
-    }
+    TransportSetup setup(spec.transport, fabric, stream);
+    const ObjectFactory& qpf = setup.rdma.QpFactory();
+    const std::vector<Ptr<RdmaNic>>& nics = setup.nics;
     const uint32_t n = job.ranks == 0 ? fabric.NumNics() : job.ranks;
 
     struct PhaseRun
@@ -977,14 +983,6 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
         rec.metrics["busbw_gbytes_per_s"] = algbw * BusBwFactor(OpOf(ph.op), ph.groupSize);
         rec.metrics["iteration_us"] = mean(iterUs);
         out.push_back(rec);
-    }
-    for (auto& nic : nics)
-    {
-        nic->Dispose();
-    }
-    for (const auto& [k, v] : restore)
-    {
-        Config::SetDefault(k, StringValue(v));
     }
     return out;
 }
