@@ -152,5 +152,25 @@ if os.path.exists(o):
     os.remove(o)
     os.remove(o[:-5] + ".csv")
 
+# A job: concurrent phases finish, the iteration covers its phases, both transports run.
+o = os.path.join(tempfile.gettempdir(), f"cli-job-{os.getpid()}.json")
+r = run([JOB, "--quiet", "--out", o, "--set", "workload.job.iterations=1",
+         "--set", "workload.job.phases.0.bytes=262144", "--set", "workload.job.phases.1.bytes=524288",
+         "--set", "workload.job.phases.2.bytes=262144"])
+check(r.returncode == 0, f"job run exit {r.returncode}: {r.stderr}")
+if os.path.exists(o):
+    runs = json.load(open(o))["runs"]
+    check(len(runs) == 6, f"job: 3 phases x 2 variants expected, got {len(runs)} records")
+    for run_ in runs:
+        m = run_["metrics"]
+        check(m["iterations_completed"] == 1, f"job {run_['variant']} {m['phase']}: unfinished")
+        check(m["iteration_us"] >= m["time_us"] > 0, f"job {m['phase']}: times {m}")
+    # ep-alltoall and dp-allreduce run together, fsdp-allgather after them
+    meta = [x["metrics"] for x in runs if x["variant"] == "MetaRoCE"]
+    check(abs(meta[0]["iteration_us"] - (max(meta[0]["time_us"], meta[1]["time_us"])
+                                         + meta[2]["time_us"])) < 1.0, "job: stage timing")
+    os.remove(o)
+    os.remove(o[:-5] + ".csv")
+
 print("cli: all checks passed" if not failures else f"cli: {len(failures)} checks failed")
 sys.exit(1 if failures else 0)
