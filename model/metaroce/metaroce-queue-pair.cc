@@ -843,7 +843,6 @@ void
 MetaRoceQueuePair::PlaneUsable(uint32_t plane, int64_t now)
 {
     Plane& pl = m_planes[plane];
-    bool wasAvoided = pl.avoided;
     pl.avoided = false;
     pl.retiredInRow = 0;
     ++m_pc.planeRecoveries;
@@ -857,7 +856,6 @@ MetaRoceQueuePair::PlaneUsable(uint32_t plane, int64_t now)
             m_cc.paths[i].cwndBytes = static_cast<double>(m_initialWindow) * m_mtu;
         }
     }
-    (void) wasAvoided;
     Rebalance();
     WakeAll();
 }
