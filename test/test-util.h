@@ -81,6 +81,8 @@ class DropFilter : public FabricFrameReceiver
 
     void NotifyPortIdle(FabricNetDevice* p) override { m_inner->NotifyPortIdle(p); }
 
+    bool WantsPortIdle() const override { return m_inner->WantsPortIdle(); }
+
     void NotifyLinkChange(FabricNetDevice* p, bool up) override
     {
         m_inner->NotifyLinkChange(p, up);

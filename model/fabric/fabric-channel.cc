@@ -38,6 +38,11 @@ FabricChannel::DoDispose()
     for (uint32_t d = 0; d < 2; ++d)
     {
         m_inFlight[d].Clear();
+        if (m_arrival[d])
+        {
+            m_arrival[d]->Cancel();
+            m_arrival[d] = nullptr;
+        }
         m_dev[d] = nullptr;
     }
     Channel::DoDispose();
@@ -53,6 +58,16 @@ FabricChannel::Connect(Ptr<FabricNetDevice> a, Ptr<FabricNetDevice> b)
     m_dstNode[1] = a->GetNode() ? a->GetNode()->GetId() : 0;
     a->Attach(this);
     b->Attach(this);
+    RefreshDelays();
+}
+
+void
+FabricChannel::RefreshDelays()
+{
+    for (uint32_t d = 0; d < 2; ++d)
+    {
+        m_handoverPs[d] = m_delayPs + (m_dev[1 - d] ? m_dev[1 - d]->GetRxLatencyPs() : 0);
+    }
 }
 
 FabricNetDevice*
@@ -70,25 +85,36 @@ FabricChannel::Transmit(const FabricNetDevice* from, FabricFrame&& frame, int64_
         ++m_lostInFlight;
         return;
     }
-    frame.readyPs = Simulator::Now().GetPicoSeconds() + txPs + m_delayPs;
+    frame.readyPs = Simulator::Now().GetPicoSeconds() + txPs + m_handoverPs[d];
     bool wasEmpty = m_inFlight[d].Empty();
     int64_t arrive = frame.readyPs;
     m_inFlight[d].PushBack(std::move(frame));
     if (wasEmpty)
     {
-        Simulator::ScheduleWithContext(m_dstNode[d],
-                                       PicoSeconds(arrive - Simulator::Now().GetPicoSeconds()),
-                                       &FabricChannel::Deliver, this, d, m_epoch);
+        ScheduleDeliver(d, arrive - Simulator::Now().GetPicoSeconds(), true);
     }
 }
 
 void
-FabricChannel::Deliver(uint32_t d, uint32_t epoch)
+FabricChannel::ScheduleDeliver(uint32_t d, int64_t delayPs, bool withContext)
 {
-    if (epoch != m_epoch)
+    if (!m_arrival[d])
     {
-        return; // the link failed after this arrival was scheduled: its frames are gone
+        m_arrival[d] = Create<ArrivalEvent>(this, d);
     }
+    if (withContext)
+    {
+        ArrivalEvent::ScheduleInWithContext(m_arrival[d], m_dstNode[d], delayPs);
+    }
+    else
+    {
+        ArrivalEvent::ScheduleIn(m_arrival[d], delayPs);
+    }
+}
+
+void
+FabricChannel::Deliver(uint32_t d)
+{
     int64_t now = Simulator::Now().GetPicoSeconds();
     FrameRing& q = m_inFlight[d];
     FabricNetDevice* dst = PeekPointer(m_dev[1 - d]);
@@ -100,8 +126,7 @@ FabricChannel::Deliver(uint32_t d, uint32_t epoch)
     }
     if (!q.Empty())
     {
-        Simulator::Schedule(PicoSeconds(q.Front().readyPs - now), &FabricChannel::Deliver, this, d,
-                            epoch);
+        ScheduleDeliver(d, q.Front().readyPs - now, false);
     }
 }
 
@@ -115,9 +140,13 @@ FabricChannel::SetUp(bool up)
     m_up = up;
     if (!up)
     {
-        ++m_epoch;
         for (uint32_t d = 0; d < 2; ++d)
         {
+            if (m_arrival[d] && !m_inFlight[d].Empty())
+            {
+                m_arrival[d]->Cancel(); // its frames are lost; a fresh event serves what follows
+                m_arrival[d] = nullptr;
+            }
             m_lostInFlight += m_inFlight[d].Size();
             m_inFlight[d].Clear();
         }

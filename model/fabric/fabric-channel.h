@@ -8,6 +8,7 @@
 #define METAROCE_FABRIC_CHANNEL_H
 
 #include "fabric-frame.h"
+#include "reusable-event.h"
 
 #include "ns3/channel.h"
 #include "ns3/nstime.h"
@@ -36,7 +37,13 @@ class FabricChannel : public Channel
     void SetUp(bool up);
     bool IsUp() const { return m_up; }
 
-    void SetDelay(Time d) { m_delayPs = d.GetPicoSeconds(); }
+    void SetDelay(Time d)
+    {
+        m_delayPs = d.GetPicoSeconds();
+        RefreshDelays();
+    }
+    /// Recomputes the per-direction hand-over delay (propagation + receiver's pipeline).
+    void RefreshDelays();
     Time GetDelay() const { return PicoSeconds(m_delayPs); }
     int64_t GetDelayPs() const { return m_delayPs; }
     uint64_t GetLostInFlight() const { return m_lostInFlight; }
@@ -48,14 +55,18 @@ class FabricChannel : public Channel
     void DoDispose() override;
 
   private:
-    void Deliver(uint32_t dir, uint32_t epoch);
+    void Deliver(uint32_t dir);
+    void ScheduleDeliver(uint32_t dir, int64_t delayPs, bool withContext);
+
+    using ArrivalEvent = ReusableEvent<FabricChannel, &FabricChannel::Deliver>;
 
     Ptr<FabricNetDevice> m_dev[2];
     uint32_t m_dstNode[2]{0, 0}; //!< [d]: node id of the device frames in direction d reach
     FrameRing m_inFlight[2];     //!< [d]: frames from m_dev[d] to m_dev[1-d], readyPs = arrival
     int64_t m_delayPs{0};
+    int64_t m_handoverPs[2]{0, 0}; //!< [d]: m_delayPs + receiving device's pipeline latency
     uint64_t m_lostInFlight{0};
-    uint32_t m_epoch{0}; //!< bumped when the link fails: older arrival events are void
+    Ptr<ArrivalEvent> m_arrival[2]; //!< [d]: the one pending arrival event, made on first use
     bool m_up{true};
 };
 

@@ -39,10 +39,68 @@ enum EcnCodepoint : uint8_t
     ECN_CE = 3
 };
 
-/// One frame in flight or queued. Kept small: it is copied through every queue and link.
+/**
+ * Owns one reference to a Packet. Unlike ns-3's Ptr (which has no move constructor in 3.37),
+ * moving it does not touch the Packet's reference count: a frame moves through several
+ * queues per hop, and each count update would fetch the Packet's cold cache line although
+ * no switch reads the Packet itself.
+ */
+class PacketRef
+{
+  public:
+    PacketRef() = default;
+
+    PacketRef(Ptr<Packet> p)
+        : m_p(GetPointer(p))
+    {
+    }
+
+    PacketRef(const PacketRef& o)
+        : m_p(o.m_p)
+    {
+        if (m_p != nullptr)
+        {
+            m_p->Ref();
+        }
+    }
+
+    PacketRef(PacketRef&& o) noexcept
+        : m_p(o.m_p)
+    {
+        o.m_p = nullptr;
+    }
+
+    PacketRef& operator=(PacketRef o) noexcept
+    {
+        std::swap(m_p, o.m_p);
+        return *this;
+    }
+
+    ~PacketRef()
+    {
+        if (m_p != nullptr)
+        {
+            m_p->Unref();
+        }
+    }
+
+    Packet* operator->() const { return m_p; }
+
+    explicit operator bool() const { return m_p != nullptr; }
+
+    /// A counted pointer for APIs and trace sources that take one.
+    operator Ptr<Packet>() const { return Ptr<Packet>(m_p); }
+
+    Ptr<Packet> Get() const { return Ptr<Packet>(m_p); }
+
+  private:
+    Packet* m_p{nullptr};
+};
+
+/// One frame in flight or queued. Kept small: it is moved through every queue and link.
 struct FabricFrame
 {
-    Ptr<Packet> packet;       //!< transport headers and payload
+    PacketRef packet;         //!< transport headers and payload
     int64_t readyPs{0};       //!< on a link: arrival time; in a switch: earliest departure (ps)
     uint32_t src{0};          //!< source NIC id (IPv4 source address)
     uint32_t dst{0};          //!< destination NIC id (IPv4 destination address)

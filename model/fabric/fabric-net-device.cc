@@ -66,7 +66,7 @@ FabricNetDevice::~FabricNetDevice() = default;
 void
 FabricNetDevice::DoDispose()
 {
-    m_txEvent.Cancel();
+    CancelTx();
     m_queue[0].Clear();
     m_queue[1].Clear();
     m_channel = nullptr;
@@ -138,11 +138,64 @@ FabricNetDevice::Enqueue(FabricFrame&& frame)
         m_counters.maxQueueBytes = total;
     }
     m_queue[q].PushBack(std::move(frame));
-    if (!m_busy && !m_txEvent.IsRunning())
+    if (!m_eventPending)
     {
-        TryTransmit();
+        Kick();
     }
     return true;
+}
+
+void
+FabricNetDevice::Kick()
+{
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    if (now >= m_busyUntilPs)
+    {
+        TryTransmit();
+        return;
+    }
+    // The frame on the wire was started with nothing behind it, so no event marks its end.
+    ScheduleTx(m_busyUntilPs - now);
+}
+
+void
+FabricNetDevice::ScheduleTx(int64_t delayPs)
+{
+    if (!m_txEvent)
+    {
+        m_txEvent = Create<TxEvent>(this, 0);
+    }
+    m_eventPending = true;
+    TxEvent::ScheduleIn(m_txEvent, delayPs);
+}
+
+void
+FabricNetDevice::CancelTx()
+{
+    if (m_eventPending && m_txEvent)
+    {
+        m_txEvent->Cancel();
+        m_txEvent = nullptr;
+    }
+    m_eventPending = false;
+}
+
+bool
+FabricNetDevice::IsBusy() const
+{
+    // A pending end-of-transmission event at this very instant still counts as busy, as
+    // the transmitter is not free until it has run.
+    return m_eventPending || Simulator::Now().GetPicoSeconds() < m_busyUntilPs;
+}
+
+void
+FabricNetDevice::SetRxLatency(int64_t ps)
+{
+    m_rxLatencyPs = ps;
+    if (m_channel)
+    {
+        m_channel->RefreshDelays();
+    }
 }
 
 void
@@ -182,8 +235,7 @@ FabricNetDevice::TryTransmit()
         if (wait != INT64_MAX)
         {
             // Forwarding latency not yet elapsed: start later, still one event.
-            m_txEvent =
-                Simulator::Schedule(PicoSeconds(wait - now), &FabricNetDevice::TryTransmit, this);
+            ScheduleTx(wait - now);
         }
         else if (m_queue[1].Empty() && m_receiver != nullptr)
         {
@@ -199,18 +251,26 @@ FabricNetDevice::TryTransmit()
         m_receiver->NotifyDequeue(this, f);
     }
     int64_t tx = TxTimePs(f.wireBytes);
-    m_busy = true;
+    m_busyUntilPs = now + tx;
     ++m_counters.txPackets;
     m_counters.txBytes += f.wireBytes;
-    m_txBeginTrace(f.packet);
+    if (!m_txBeginTrace.IsEmpty())
+    {
+        m_txBeginTrace(f.packet.Get()); // only when traced: the Packet itself is cold here
+    }
     m_channel->Transmit(this, std::move(f), tx);
-    m_txEvent = Simulator::Schedule(PicoSeconds(tx), &FabricNetDevice::TransmitComplete, this);
+    // The end of this frame matters only if a frame waits behind it or the owner feeds the
+    // port one frame at a time; otherwise the next Enqueue finds m_busyUntilPs.
+    if (m_notifyIdle || !m_queue[0].Empty() || !m_queue[1].Empty())
+    {
+        ScheduleTx(tx);
+    }
 }
 
 void
-FabricNetDevice::TransmitComplete()
+FabricNetDevice::TransmitComplete(uint32_t)
 {
-    m_busy = false;
+    m_eventPending = false;
     TryTransmit();
 }
 
@@ -248,7 +308,7 @@ FabricNetDevice::Drop(const FabricFrame& f, FabricDropReason reason)
     }
     NS_LOG_LOGIC("port " << m_ifIndex << " drops frame " << f.src << "->" << f.dst << " reason "
                          << unsigned(reason));
-    m_dropTrace(f.packet, static_cast<uint8_t>(reason));
+    m_dropTrace(f.packet.Get(), static_cast<uint8_t>(reason));
 }
 
 void
@@ -262,8 +322,8 @@ FabricNetDevice::SetLinkUp(bool up)
     if (!up)
     {
         // A failed link loses what was queued for it; the owner releases its buffer.
-        m_txEvent.Cancel();
-        m_busy = false;
+        CancelTx();
+        m_busyUntilPs = Simulator::Now().GetPicoSeconds(); // the frame on the wire is lost
         for (auto& q : m_queue)
         {
             while (!q.Empty())
@@ -283,9 +343,9 @@ FabricNetDevice::SetLinkUp(bool up)
     {
         m_receiver->NotifyLinkChange(this, up);
     }
-    if (up)
+    if (up && !m_eventPending)
     {
-        TryTransmit();
+        Kick();
     }
 }
 
@@ -311,9 +371,9 @@ FabricNetDevice::SetPaused(uint8_t tc, bool paused)
     {
         m_counters.pausedPs += static_cast<uint64_t>(now - m_pauseStartPs);
     }
-    if (!paused && !m_busy && !m_txEvent.IsRunning())
+    if (!paused && !m_eventPending)
     {
-        TryTransmit();
+        Kick();
     }
 }
 

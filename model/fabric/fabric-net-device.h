@@ -9,6 +9,7 @@
 #include "fabric-channel.h"
 #include "fabric-frame.h"
 #include "fabric-random.h"
+#include "reusable-event.h"
 
 #include "ns3/data-rate.h"
 #include "ns3/event-id.h"
@@ -45,6 +46,9 @@ class FabricFrameReceiver
     /// The transmitter finished and both queues are empty: an owner that feeds the port one
     /// frame at a time (a NIC's arbiter) sends the next one now.
     virtual void NotifyPortIdle(FabricNetDevice* port) {}
+    /// Whether NotifyPortIdle is wanted: a port whose owner does not need it schedules no
+    /// event at the end of a transmission that nothing waits behind.
+    virtual bool WantsPortIdle() const { return false; }
     /// The port's link went down or came back.
     virtual void NotifyLinkChange(FabricNetDevice* port, bool up) {}
 };
@@ -63,10 +67,18 @@ class FabricNetDevice : public NetDevice
     void Receive(FabricFrame&& frame);
 
     void Attach(Ptr<FabricChannel> channel);
-    void SetReceiver(FabricFrameReceiver* r) { m_receiver = r; }
+    void SetReceiver(FabricFrameReceiver* r)
+    {
+        m_receiver = r;
+        m_notifyIdle = r != nullptr && r->WantsPortIdle();
+    }
     FabricFrameReceiver* GetReceiver() const { return m_receiver; }
     /// Called by the channel on link failure/recovery (both ends).
     void SetLinkUp(bool up);
+    /// Pipeline latency of the element this port belongs to (a switch's lookup and admission):
+    /// the link hands a frame over this long after its last bit arrived.
+    void SetRxLatency(int64_t ps);
+    int64_t GetRxLatencyPs() const { return m_rxLatencyPs; }
     /// A port with no link (a partly filled leaf): down, silently, from the start.
     void MarkUnwired() { m_linkUp = false; }
 
@@ -87,7 +99,8 @@ class FabricNetDevice : public NetDevice
     uint64_t GetDataQueueBytes() const { return m_queueBytes[1]; }
     uint64_t GetQueueBytes() const { return m_queueBytes[0] + m_queueBytes[1]; }
     uint32_t GetQueuePackets() const { return m_queue[0].Size() + m_queue[1].Size(); }
-    bool IsBusy() const { return m_busy; }
+    /// Whether a frame is being serialized now.
+    bool IsBusy() const;
     Ptr<FabricChannel> GetFabricChannel() const { return m_channel; }
     /// The device at the other end of the link.
     FabricNetDevice* GetPeer() const;
@@ -143,7 +156,13 @@ class FabricNetDevice : public NetDevice
 
   private:
     void TryTransmit();
-    void TransmitComplete();
+    void TransmitComplete(uint32_t unused = 0);
+    /// Schedules the transmitter's event (end of a frame, or a deferred start).
+    void ScheduleTx(int64_t delayPs);
+    /// Voids a pending transmitter event (link failure, disposal).
+    void CancelTx();
+    /// Starts the transmitter now if it is free, or arranges one event for when it is.
+    void Kick();
     void Drop(const FabricFrame& f, FabricDropReason reason);
 
     Ptr<Node> m_node;
@@ -153,7 +172,10 @@ class FabricNetDevice : public NetDevice
     uint64_t m_queueBytes[2]{0, 0};
     DataRate m_rate;
     uint64_t m_psPerByte{0}; //!< exact ps per byte at m_rate, or 0 (see TxTimePs)
-    EventId m_txEvent;       //!< transmission end, or a deferred start
+    using TxEvent = ReusableEvent<FabricNetDevice, &FabricNetDevice::TransmitComplete>;
+    Ptr<TxEvent> m_txEvent;   //!< transmission end, or a deferred start; made on first use
+    int64_t m_busyUntilPs{0}; //!< end of the frame being serialized (or of the last one)
+    int64_t m_rxLatencyPs{0};
     double m_lossRate{0};
     FastRng m_rng;
     int64_t m_pauseStartPs{0};
@@ -162,7 +184,8 @@ class FabricNetDevice : public NetDevice
     uint16_t m_mtu{9000};
     uint8_t m_controlTc{6};
     uint8_t m_pausedMask{0};
-    bool m_busy{false};
+    bool m_eventPending{false}; //!< m_txEvent is scheduled and has not run
+    bool m_notifyIdle{false};   //!< the owner wants NotifyPortIdle (a NIC's arbiter)
     bool m_linkUp{true};
 
     TracedCallback<Ptr<const Packet>, uint8_t> m_dropTrace;

@@ -61,9 +61,12 @@ FabricSwitch::GetTypeId()
                           DoubleValue(1.0), MakeDoubleAccessor(&FabricSwitch::m_pmax),
                           MakeDoubleChecker<double>(0.0, 1.0))
             .AddAttribute("Latency",
-                          "Port-to-port forwarding latency added to every frame. Assumption: "
-                          "600 ns, the low end of quoted Tomahawk-5 figures.",
-                          TimeValue(NanoSeconds(600)), MakeTimeAccessor(&FabricSwitch::m_latency),
+                          "Port-to-port forwarding latency added to every frame: the lookup "
+                          "and admission pipeline, which a frame passes before the buffer "
+                          "admits (and ECN marks) it. Assumption: 600 ns, the low end of "
+                          "quoted Tomahawk-5 figures.",
+                          TimeValue(NanoSeconds(600)),
+                          MakeTimeAccessor(&FabricSwitch::SetLatency, &FabricSwitch::GetLatency),
                           MakeTimeChecker(Time(0)))
             .AddAttribute("ConvergenceDelay",
                           "Time from a port's link failure (or recovery) until ECMP stops (or "
@@ -125,8 +128,25 @@ FabricSwitch::AddPort(Ptr<FabricNetDevice> dev)
 {
     AddDevice(dev);
     dev->SetReceiver(this);
+    dev->SetRxLatency(m_latency.GetPicoSeconds());
     m_ports.push_back(PeekPointer(dev));
     return static_cast<uint32_t>(m_ports.size() - 1);
+}
+
+void
+FabricSwitch::SetLatency(Time latency)
+{
+    m_latency = latency;
+    for (FabricNetDevice* p : m_ports)
+    {
+        p->SetRxLatency(latency.GetPicoSeconds());
+    }
+}
+
+Time
+FabricSwitch::GetLatency() const
+{
+    return m_latency;
 }
 
 void
@@ -209,7 +229,7 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
     if (e < 0)
     {
         ++m_counters.dropNoRoute;
-        m_dropTrace(f.packet, static_cast<uint8_t>(FabricDropReason::NoRoute));
+        m_dropTrace(f.packet.Get(), static_cast<uint8_t>(FabricDropReason::NoRoute));
         return;
     }
     FabricNetDevice* out = m_ports[e];
@@ -228,7 +248,7 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
         (!lossless && static_cast<double>(queued + f.wireBytes) > threshold))
     {
         ++m_counters.dropBuffer;
-        m_dropTrace(f.packet, static_cast<uint8_t>(FabricDropReason::BufferFull));
+        m_dropTrace(f.packet.Get(), static_cast<uint8_t>(FabricDropReason::BufferFull));
         return;
     }
     if (m_ecnEnabled && f.ecn != ECN_NOT_ECT && f.ecn != ECN_CE && queued > m_kmin)
@@ -238,7 +258,7 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
         {
             f.ecn = ECN_CE;
             ++m_counters.ecnMarked;
-            m_markTrace(f.packet);
+            m_markTrace(f.packet.Get());
         }
     }
     f.ingress = static_cast<uint16_t>(port->GetIfIndex());
@@ -255,7 +275,6 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
             SendPause(f.ingress, true);
         }
     }
-    f.readyPs += m_latency.GetPicoSeconds(); // readyPs held the arrival time
     m_bufferUsed += f.wireBytes;
     if (m_bufferUsed > m_counters.maxBufferUsed)
     {
@@ -302,7 +321,9 @@ FabricSwitch::GetPfcHeadroom(uint32_t i) const
         return 0;
     }
     double bytesPerPs = static_cast<double>(d->GetDataRate().GetBitRate()) / 8e12;
-    double flight = bytesPerPs * static_cast<double>(d->GetFabricChannel()->GetDelayPs());
+    // In flight: on the wire plus inside this switch's lookup pipeline, not yet admitted.
+    double flight = bytesPerPs * static_cast<double>(d->GetFabricChannel()->GetDelayPs() +
+                                                     m_latency.GetPicoSeconds());
     double response = bytesPerPs * static_cast<double>(m_pfcResponse.GetPicoSeconds());
     return static_cast<uint64_t>(2 * flight + 2 * 4178 + response);
 }

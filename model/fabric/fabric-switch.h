@@ -43,6 +43,10 @@ class FabricSwitch : public Node, public FabricFrameReceiver
     uint32_t GetNPorts() const { return static_cast<uint32_t>(m_ports.size()); }
 
     void SetRouter(Ptr<FabricRouter> router, const SwitchCoord& coord);
+    /// Forwarding latency; the ports' links deliver frames this much later (see
+    /// FabricNetDevice::SetRxLatency), so the switch needs no event of its own for it.
+    void SetLatency(Time latency);
+    Time GetLatency() const;
     const SwitchCoord& GetCoord() const { return m_coord; }
     /// Seeds the ECN-marking random stream; returns the number of streams used.
     int64_t AssignStreams(int64_t stream);

@@ -66,7 +66,16 @@ MetaRoceRateHint::Of(RdmaNic* nic)
 void
 MetaRoceRateHint::OnData(const QueuePair* qp)
 {
-    m_lastSeen[qp->GetQpn()] = {Simulator::Now().GetPicoSeconds(), qp};
+    uint32_t qpn = qp->GetQpn();
+    if (qpn >= m_lastPs.size())
+    {
+        m_lastPs.resize(qpn + 1, -1);
+    }
+    if (m_lastPs[qpn] < 0)
+    {
+        m_active.push_back(qp);
+    }
+    m_lastPs[qpn] = Simulator::Now().GetPicoSeconds();
     if (!m_sweep.IsRunning())
     {
         m_sweep = Simulator::Schedule(m_window, &MetaRoceRateHint::Sweep, this);
@@ -77,12 +86,22 @@ void
 MetaRoceRateHint::Sweep()
 {
     int64_t cutoff = Simulator::Now().GetPicoSeconds() - m_window.GetPicoSeconds();
-    for (auto it = m_lastSeen.begin(); it != m_lastSeen.end();)
+    for (std::size_t i = 0; i < m_active.size();)
     {
-        bool idle = it->second.lastPs < cutoff && it->second.qp->GetPendingReceives() == 0;
-        it = idle ? m_lastSeen.erase(it) : std::next(it);
+        const QueuePair* qp = m_active[i];
+        int64_t& last = m_lastPs[qp->GetQpn()];
+        if (last < cutoff && qp->GetPendingReceives() == 0)
+        {
+            last = -1;
+            m_active[i] = m_active.back();
+            m_active.pop_back();
+        }
+        else
+        {
+            ++i;
+        }
     }
-    if (!m_lastSeen.empty())
+    if (!m_active.empty())
     {
         m_sweep = Simulator::Schedule(m_window, &MetaRoceRateHint::Sweep, this);
     }
@@ -91,17 +110,8 @@ MetaRoceRateHint::Sweep()
 double
 MetaRoceRateHint::HintBps() const
 {
-    double capacity = 0;
-    for (uint32_t p = 0; p < m_nic->GetNPorts(); ++p)
-    {
-        const FabricNetDevice* port = m_nic->GetPort(p);
-        if (port->IsLinkUp())
-        {
-            capacity += static_cast<double>(port->GetDataRate().GetBitRate());
-        }
-    }
-    std::size_t n = std::max<std::size_t>(1, m_lastSeen.size());
-    return capacity * m_utilization / static_cast<double>(n);
+    std::size_t n = std::max<std::size_t>(1, m_active.size());
+    return m_nic->GetUpCapacityBps() * m_utilization / static_cast<double>(n);
 }
 
 } // namespace metaroce

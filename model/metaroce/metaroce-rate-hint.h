@@ -14,7 +14,7 @@
 #include "ns3/nstime.h"
 #include "ns3/object.h"
 
-#include <unordered_map>
+#include <vector>
 
 namespace ns3
 {
@@ -38,7 +38,7 @@ class MetaRoceRateHint : public Object
     void OnData(const QueuePair* qp);
     /// The fair share of one active sender, in bit/s.
     double HintBps() const;
-    uint32_t ActiveSenders() const { return static_cast<uint32_t>(m_lastSeen.size()); }
+    uint32_t ActiveSenders() const { return static_cast<uint32_t>(m_active.size()); }
 
   protected:
     void DoDispose() override;
@@ -49,13 +49,9 @@ class MetaRoceRateHint : public Object
     RdmaNic* m_nic{nullptr};
     Time m_window;
     double m_utilization{1.0};
-    struct Sender
-    {
-        int64_t lastPs;
-        const QueuePair* qp;
-    };
-
-    std::unordered_map<uint32_t, Sender> m_lastSeen; //!< by receiving QPN
+    // Dense by QPN (a NIC numbers its QPs from 1): one store per data packet, no hashing.
+    std::vector<int64_t> m_lastPs;          //!< [qpn]: last data packet, or -1 if inactive
+    std::vector<const QueuePair*> m_active; //!< the active receiving QPs, any order
     EventId m_sweep;
 };
 

@@ -12,6 +12,20 @@ namespace ns3
 namespace metaroce
 {
 
+namespace
+{
+/// The per-stream counter of `stream`, grown on first use.
+uint32_t&
+StreamSlot(std::vector<uint32_t>& v, uint16_t stream)
+{
+    if (stream >= v.size())
+    {
+        v.resize(stream + 1u, 0);
+    }
+    return v[stream];
+}
+} // namespace
+
 NS_LOG_COMPONENT_DEFINE("QueuePair");
 NS_OBJECT_ENSURE_REGISTERED(QueuePair);
 
@@ -81,7 +95,7 @@ QueuePair::PostSend(uint64_t bytes, uint16_t stream, CompletionHandler onSent)
     SendMessage m;
     m.bytes = bytes;
     m.stream = stream;
-    m.seq = m_nextSeqToPost[stream]++;
+    m.seq = StreamSlot(m_nextSeqToPost, stream)++;
     m.postedPs = Simulator::Now().GetPicoSeconds();
     m.packets = PacketsOf(bytes);
     m.onSent = std::move(onSent);
@@ -104,7 +118,7 @@ QueuePair::MakeFrame(const RdmaHeader& h, uint32_t payload, uint16_t entropy, bo
 bool
 QueuePair::Place(const RdmaHeader& h, uint32_t payload, bool trackPlacement)
 {
-    uint32_t& next = m_nextSeqToComplete[h.stream];
+    uint32_t& next = StreamSlot(m_nextSeqToComplete, h.stream);
     if (h.msgId < next)
     {
         ++m_counters.duplicatePackets; // the whole message already completed
@@ -155,7 +169,7 @@ QueuePair::Place(const RdmaHeader& h, uint32_t payload, bool trackPlacement)
 void
 QueuePair::ReleaseReceives(uint16_t stream)
 {
-    uint32_t& next = m_nextSeqToComplete[stream];
+    uint32_t& next = StreamSlot(m_nextSeqToComplete, stream);
     for (;;)
     {
         auto it = m_recv.find(std::make_pair(stream, next));

@@ -169,8 +169,8 @@ class QueuePair : public Object
     void ReleaseReceives(uint16_t stream);
 
     std::map<std::pair<uint16_t, uint32_t>, RecvMessage> m_recv; //!< (stream, seq)
-    std::unordered_map<uint16_t, uint32_t> m_nextSeqToPost;      //!< per stream
-    std::unordered_map<uint16_t, uint32_t> m_nextSeqToComplete;  //!< per stream, receiver
+    std::vector<uint32_t> m_nextSeqToPost;     //!< [stream] (streams are small numbers)
+    std::vector<uint32_t> m_nextSeqToComplete; //!< [stream], receiver
     CompletionHandler m_onReceive;
     TracedCallback<uint16_t, uint32_t, uint64_t, Time> m_recvCompleteTrace;
 };

@@ -58,7 +58,7 @@ RdmaNic::Install(Ptr<Node> host, uint32_t nicId)
         dev->SetReceiver(this);
         Port p;
         p.dev = PeekPointer(dev);
-        m_ports.push_back(p);
+        m_ports.push_back(std::move(p));
     }
 }
 
@@ -87,7 +87,7 @@ RdmaNic::NotifyReady(QueuePair* qp, uint32_t port)
     if ((mask & bit) == 0)
     {
         mask |= bit;
-        m_ports[port].ready.push_back(qp);
+        m_ports[port].ready.PushBack(std::move(qp));
     }
     FabricNetDevice* dev = m_ports[port].dev;
     if (!dev->IsBusy() && dev->GetQueuePackets() == 0)
@@ -105,10 +105,9 @@ RdmaNic::Arbitrate(uint32_t port)
         return; // a dead port takes nothing; its QPs wait (or move, if they can)
     }
     uint32_t bit = 1u << port;
-    while (!p.ready.empty())
+    while (!p.ready.Empty())
     {
-        QueuePair* qp = p.ready.front();
-        p.ready.pop_front();
+        QueuePair* qp = p.ready.PopFront();
         m_readyMask[qp->GetQpn()] &= ~bit;
         FabricFrame f;
         PullResult r = qp->PullFrame(port, f);
@@ -119,7 +118,8 @@ RdmaNic::Arbitrate(uint32_t port)
         if (r == PullResult::More)
         {
             m_readyMask[qp->GetQpn()] |= bit;
-            p.ready.push_back(qp);
+            QueuePair* again = qp;
+            p.ready.PushBack(std::move(again));
         }
         p.dev->Enqueue(std::move(f));
         return;
@@ -151,9 +151,27 @@ RdmaNic::NotifyPortIdle(FabricNetDevice* port)
     Arbitrate(port->GetIfIndex());
 }
 
+double
+RdmaNic::GetUpCapacityBps() const
+{
+    if (m_upCapacityBps < 0)
+    {
+        m_upCapacityBps = 0;
+        for (const Port& p : m_ports)
+        {
+            if (p.dev->IsLinkUp())
+            {
+                m_upCapacityBps += static_cast<double>(p.dev->GetDataRate().GetBitRate());
+            }
+        }
+    }
+    return m_upCapacityBps;
+}
+
 void
 RdmaNic::NotifyLinkChange(FabricNetDevice* port, bool up)
 {
+    m_upCapacityBps = -1;
     uint32_t i = port->GetIfIndex();
     for (std::size_t q = 1; q < m_qps.size(); ++q)
     {

@@ -14,7 +14,6 @@
 #include "ns3/node.h"
 #include "ns3/object.h"
 
-#include <deque>
 #include <vector>
 
 namespace ns3
@@ -35,6 +34,8 @@ class RdmaNic : public Object, public FabricFrameReceiver
     Ptr<Node> GetHost() const { return m_host; }
     uint32_t GetNPorts() const { return static_cast<uint32_t>(m_ports.size()); }
     FabricNetDevice* GetPort(uint32_t i) const { return m_ports[i].dev; }
+    /// Sum of the line rates of the ports whose links are up (cached; links change rarely).
+    double GetUpCapacityBps() const;
     bool IsPortUp(uint32_t i) const { return m_ports[i].dev->IsLinkUp(); }
 
     /// Adds a queue pair and gives it the next QPN (QPNs start at 1).
@@ -50,6 +51,8 @@ class RdmaNic : public Object, public FabricFrameReceiver
     // FabricFrameReceiver
     void ReceiveFrame(FabricNetDevice* port, FabricFrame&& frame) override;
     void NotifyPortIdle(FabricNetDevice* port) override;
+
+    bool WantsPortIdle() const override { return true; }
     void NotifyLinkChange(FabricNetDevice* port, bool up) override;
 
     uint64_t GetUnknownQpDrops() const { return m_unknownQp; }
@@ -61,7 +64,7 @@ class RdmaNic : public Object, public FabricFrameReceiver
     struct Port
     {
         FabricNetDevice* dev{nullptr};
-        std::deque<QueuePair*> ready;
+        Ring<QueuePair*> ready; //!< QPs with something for this port, round-robin
     };
 
     void Arbitrate(uint32_t port);
@@ -71,6 +74,7 @@ class RdmaNic : public Object, public FabricFrameReceiver
     std::vector<Ptr<QueuePair>> m_qps; //!< index = QPN; [0] unused
     std::vector<uint32_t> m_readyMask; //!< per QPN: ports whose round robin holds it
     uint32_t m_nicId{0};
+    mutable double m_upCapacityBps{-1}; //!< see GetUpCapacityBps; < 0: recompute
     uint64_t m_unknownQp{0};
 };
 

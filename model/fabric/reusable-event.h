@@ -1,0 +1,61 @@
+/*
+ * An event object that an element schedules again and again (a port's transmitter, one
+ * direction of a link): Simulator::Schedule with a lambda or member pointer allocates and
+ * frees an EventImpl per event, which at one or two events per packet-hop is a measurable
+ * share of the run. An owner that must void a pending firing (a link failure, disposal)
+ * cancels the object (EventImpl::Cancel is final) and takes a fresh one for what follows.
+ */
+#ifndef METAROCE_REUSABLE_EVENT_H
+#define METAROCE_REUSABLE_EVENT_H
+
+#include "ns3/event-impl.h"
+#include "ns3/nstime.h"
+#include "ns3/ptr.h"
+#include "ns3/simulator.h"
+
+#include <cstdint>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+/// Calls (owner->*Fn)(arg) when it fires. At most one pending firing at a time is the
+/// owner's rule; the object itself does not check it.
+template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent : public EventImpl
+{
+  public:
+    ReusableEvent(T* owner, uint32_t arg)
+        : m_owner(owner)
+        , m_arg(arg)
+    {
+    }
+
+    /// Schedules this object `delayPs` from now in the current context.
+    static void ScheduleIn(const Ptr<ReusableEvent>& ev, int64_t delayPs)
+    {
+        Simulator::Schedule(PicoSeconds(delayPs), Ptr<EventImpl>(ev));
+    }
+
+    /// The same in another node's context (arrivals, for logging and MPI).
+    static void ScheduleInWithContext(const Ptr<ReusableEvent>& ev, uint32_t context,
+                                      int64_t delayPs)
+    {
+        // ScheduleWithContext takes a raw pointer and does not add a reference; the
+        // simulator releases one after the event has run, so add it here.
+        ev->Ref();
+        Simulator::ScheduleWithContext(context, PicoSeconds(delayPs), PeekPointer(ev));
+    }
+
+  protected:
+    void Notify() override { (m_owner->*Fn)(m_arg); }
+
+  private:
+    T* m_owner;
+    uint32_t m_arg;
+};
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif
