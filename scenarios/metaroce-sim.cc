@@ -10,9 +10,9 @@
 #include "helper/results-writer.h"
 #include "helper/scenario-runner.h"
 #include "helper/scenario.h"
+#include "model/core/quad-heap-scheduler.h"
 
 #include "ns3/global-value.h"
-#include "ns3/priority-queue-scheduler.h"
 #include "ns3/type-id.h"
 
 #include <filesystem>
@@ -141,8 +141,8 @@ main(int argc, char* argv[])
                   << "(try --help)\n";
         return 2;
     }
-    // The scheduler measured fastest for large pending-event sets on this ns-3 build.
-    GlobalValue::Bind("SchedulerType", TypeIdValue(PriorityQueueScheduler::GetTypeId()));
+    // Same event order as any ns-3 scheduler, fewer instructions and cache misses per event.
+    GlobalValue::Bind("SchedulerType", TypeIdValue(QuadHeapScheduler::GetTypeId()));
 
     if (opt.dryRun)
     {

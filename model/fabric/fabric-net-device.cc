@@ -70,6 +70,7 @@ FabricNetDevice::DoDispose()
     m_queue[0].Clear();
     m_queue[1].Clear();
     m_channel = nullptr;
+    m_channelRaw = nullptr;
     m_node = nullptr;
     m_receiver = nullptr;
     NetDevice::DoDispose();
@@ -114,6 +115,7 @@ void
 FabricNetDevice::Attach(Ptr<FabricChannel> channel)
 {
     m_channel = channel;
+    m_channelRaw = PeekPointer(channel);
 }
 
 FabricNetDevice*
@@ -136,6 +138,18 @@ FabricNetDevice::Enqueue(FabricFrame&& frame)
     if (total > m_counters.maxQueueBytes)
     {
         m_counters.maxQueueBytes = total;
+    }
+    if (!m_eventPending && m_queue[0].Empty() && m_queue[1].Empty())
+    {
+        // Idle port (the common case): the frame goes straight to the wire, without a trip
+        // through the queue's storage. Same order of calls as the queued path.
+        int64_t now = Simulator::Now().GetPicoSeconds();
+        if (now >= m_busyUntilPs && frame.readyPs <= now && (q == 0 || !IsPaused(frame.tc)))
+        {
+            m_queueBytes[q] -= frame.wireBytes;
+            StartTransmission(std::move(frame), now);
+            return true;
+        }
     }
     m_queue[q].PushBack(std::move(frame));
     if (!m_eventPending)
@@ -246,6 +260,12 @@ FabricNetDevice::TryTransmit()
     uint32_t qi = static_cast<uint32_t>(q - m_queue);
     FabricFrame f = q->PopFront();
     m_queueBytes[qi] -= f.wireBytes;
+    StartTransmission(std::move(f), now);
+}
+
+void
+FabricNetDevice::StartTransmission(FabricFrame&& f, int64_t now)
+{
     if (m_receiver != nullptr)
     {
         m_receiver->NotifyDequeue(this, f);
@@ -258,7 +278,7 @@ FabricNetDevice::TryTransmit()
     {
         m_txBeginTrace(f.packet.Get()); // only when traced: the Packet itself is cold here
     }
-    m_channel->Transmit(this, std::move(f), tx);
+    m_channelRaw->Transmit(this, std::move(f), tx);
     // The end of this frame matters only if a frame waits behind it or the owner feeds the
     // port one frame at a time; otherwise the next Enqueue finds m_busyUntilPs.
     if (m_notifyIdle || !m_queue[0].Empty() || !m_queue[1].Empty())

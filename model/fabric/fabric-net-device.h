@@ -156,6 +156,8 @@ class FabricNetDevice : public NetDevice
 
   private:
     void TryTransmit();
+    /// Puts a frame that has left the queue on the wire.
+    void StartTransmission(FabricFrame&& f, int64_t now);
     void TransmitComplete(uint32_t unused = 0);
     /// Schedules the transmitter's event (end of a frame, or a deferred start).
     void ScheduleTx(int64_t delayPs);
@@ -167,6 +169,7 @@ class FabricNetDevice : public NetDevice
 
     Ptr<Node> m_node;
     Ptr<FabricChannel> m_channel;
+    FabricChannel* m_channelRaw{nullptr}; //!< m_channel without the reference count
     FabricFrameReceiver* m_receiver{nullptr};
     FrameRing m_queue[2]; //!< [0] control, strict priority; [1] data
     uint64_t m_queueBytes[2]{0, 0};

@@ -1,5 +1,7 @@
 #include "rdma-header.h"
 
+#include "ns3/assert.h"
+
 namespace ns3
 {
 namespace metaroce
@@ -43,104 +45,170 @@ RdmaHeader::SizeOf(RdmaOpcode op)
     return 0;
 }
 
+namespace
+{
+// Big-endian field writers/readers over a local array: the header crosses the Buffer in one
+// Write/Read call instead of one library call per field (it is (de)serialized per packet).
+struct Out
+{
+    uint8_t* p;
+
+    void U8(uint8_t v) { *p++ = v; }
+
+    void U16(uint16_t v)
+    {
+        U8(static_cast<uint8_t>(v >> 8));
+        U8(static_cast<uint8_t>(v));
+    }
+
+    void U32(uint32_t v)
+    {
+        U16(static_cast<uint16_t>(v >> 16));
+        U16(static_cast<uint16_t>(v));
+    }
+
+    void U64(uint64_t v)
+    {
+        U32(static_cast<uint32_t>(v >> 32));
+        U32(static_cast<uint32_t>(v));
+    }
+};
+
+struct In
+{
+    const uint8_t* p;
+
+    uint8_t U8() { return *p++; }
+
+    uint16_t U16()
+    {
+        uint16_t hi = U8();
+        return static_cast<uint16_t>((hi << 8) | U8());
+    }
+
+    uint32_t U32()
+    {
+        uint32_t hi = U16();
+        return (hi << 16) | U16();
+    }
+
+    uint64_t U64()
+    {
+        uint64_t hi = U32();
+        return (hi << 32) | U32();
+    }
+};
+
+constexpr uint32_t kMaxHeaderBytes = 72;
+} // namespace
+
 void
 RdmaHeader::Serialize(Buffer::Iterator i) const
 {
+    uint8_t bytes[kMaxHeaderBytes];
+    Out o{bytes};
     // BTH: opcode, flags, P_Key (our stream id), reserved + dest QP, PSN
-    i.WriteU8(static_cast<uint8_t>(opcode));
-    i.WriteU8(flags);
-    i.WriteHtonU16(stream);
-    i.WriteHtonU32(destQpn & 0xffffff);
-    i.WriteHtonU32(psn);
+    o.U8(static_cast<uint8_t>(opcode));
+    o.U8(flags);
+    o.U16(stream);
+    o.U32(destQpn & 0xffffff);
+    o.U32(psn);
     switch (opcode)
     {
         case RdmaOpcode::Data:
         case RdmaOpcode::PathData:
-            i.WriteHtonU64(offset);
-            i.WriteHtonU32(msgId);
-            i.WriteHtonU32(msgBytes);
+            o.U64(offset);
+            o.U32(msgId);
+            o.U32(msgBytes);
             if (opcode == RdmaOpcode::PathData)
             {
-                i.WriteHtonU16(path);
-                i.WriteU8(epoch);
-                i.WriteU8(0);
-                i.WriteHtonU32(ackBase);
-                i.WriteHtonU64(static_cast<uint64_t>(timestampPs));
+                o.U16(path);
+                o.U8(epoch);
+                o.U8(0);
+                o.U32(ackBase);
+                o.U64(static_cast<uint64_t>(timestampPs));
             }
             break;
         case RdmaOpcode::Ack:
         case RdmaOpcode::Nak:
-            i.WriteHtonU32(msgId); // AETH: syndrome + MSN
+            o.U32(msgId); // AETH: syndrome + MSN
             break;
         case RdmaOpcode::PathAck:
-            i.WriteHtonU32(msgId);
-            i.WriteHtonU16(path);
-            i.WriteU8(epoch);
-            i.WriteU8(0);
+            o.U32(msgId);
+            o.U16(path);
+            o.U8(epoch);
+            o.U8(0);
             for (uint64_t w : sack)
             {
-                i.WriteHtonU64(w);
+                o.U64(w);
             }
-            i.WriteHtonU64(static_cast<uint64_t>(timestampPs));
-            i.WriteHtonU32(rateHintMbps);
-            i.WriteHtonU32(0);
+            o.U64(static_cast<uint64_t>(timestampPs));
+            o.U32(rateHintMbps);
+            o.U32(0);
             break;
         case RdmaOpcode::Cnp:
-            i.WriteHtonU64(0);
-            i.WriteHtonU64(0);
+            o.U64(0);
+            o.U64(0);
             break;
     }
-    i.WriteHtonU32(0); // ICRC (not computed)
+    o.U32(0); // ICRC (not computed)
+    NS_ASSERT(static_cast<uint32_t>(o.p - bytes) == SizeOf(opcode));
+    i.Write(bytes, static_cast<uint32_t>(o.p - bytes));
 }
 
 uint32_t
 RdmaHeader::Deserialize(Buffer::Iterator i)
 {
-    opcode = static_cast<RdmaOpcode>(i.ReadU8());
-    flags = i.ReadU8();
-    stream = i.ReadNtohU16();
-    destQpn = i.ReadNtohU32() & 0xffffff;
-    psn = i.ReadNtohU32();
+    uint8_t bytes[kMaxHeaderBytes];
+    bytes[0] = i.ReadU8();
+    opcode = static_cast<RdmaOpcode>(bytes[0]);
+    uint32_t size = SizeOf(opcode);
+    if (size == 0)
+    {
+        return 0; // not an opcode of this transport
+    }
+    i.Read(bytes + 1, size - 1);
+    In r{bytes + 1};
+    flags = r.U8();
+    stream = r.U16();
+    destQpn = r.U32() & 0xffffff;
+    psn = r.U32();
     switch (opcode)
     {
         case RdmaOpcode::Data:
         case RdmaOpcode::PathData:
-            offset = i.ReadNtohU64();
-            msgId = i.ReadNtohU32();
-            msgBytes = i.ReadNtohU32();
+            offset = r.U64();
+            msgId = r.U32();
+            msgBytes = r.U32();
             if (opcode == RdmaOpcode::PathData)
             {
-                path = i.ReadNtohU16();
-                epoch = i.ReadU8();
-                i.ReadU8();
-                ackBase = i.ReadNtohU32();
-                timestampPs = static_cast<int64_t>(i.ReadNtohU64());
+                path = r.U16();
+                epoch = r.U8();
+                r.U8();
+                ackBase = r.U32();
+                timestampPs = static_cast<int64_t>(r.U64());
             }
             break;
         case RdmaOpcode::Ack:
         case RdmaOpcode::Nak:
-            msgId = i.ReadNtohU32();
+            msgId = r.U32();
             break;
         case RdmaOpcode::PathAck:
-            msgId = i.ReadNtohU32();
-            path = i.ReadNtohU16();
-            epoch = i.ReadU8();
-            i.ReadU8();
+            msgId = r.U32();
+            path = r.U16();
+            epoch = r.U8();
+            r.U8();
             for (uint64_t& w : sack)
             {
-                w = i.ReadNtohU64();
+                w = r.U64();
             }
-            timestampPs = static_cast<int64_t>(i.ReadNtohU64());
-            rateHintMbps = i.ReadNtohU32();
-            i.ReadNtohU32();
+            timestampPs = static_cast<int64_t>(r.U64());
+            rateHintMbps = r.U32();
             break;
         case RdmaOpcode::Cnp:
-            i.ReadNtohU64();
-            i.ReadNtohU64();
             break;
     }
-    i.ReadNtohU32();
-    return SizeOf(opcode);
+    return size;
 }
 
 void

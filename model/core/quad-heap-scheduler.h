@@ -1,0 +1,50 @@
+/*
+ * An ns-3 event scheduler: a 4-ary min-heap on (timestamp, uid). It orders events exactly as
+ * every ns-3 scheduler must (by time, then by scheduling order), so swapping it in changes
+ * no result, only speed: a 4-ary heap is half as deep as the binary heap behind ns-3's
+ * PriorityQueueScheduler, and its four children share two cache lines, which matters with
+ * the tens of thousands of pending events of a large fabric.
+ */
+#ifndef METAROCE_QUAD_HEAP_SCHEDULER_H
+#define METAROCE_QUAD_HEAP_SCHEDULER_H
+
+#include "ns3/event-impl.h"
+#include "ns3/scheduler.h"
+
+#include <vector>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+class QuadHeapScheduler : public Scheduler
+{
+  public:
+    static TypeId GetTypeId();
+    QuadHeapScheduler();
+    ~QuadHeapScheduler() override;
+
+    void Insert(const Event& ev) override;
+    bool IsEmpty() const override;
+    Event PeekNext() const override;
+    Event RemoveNext() override;
+    void Remove(const Event& ev) override;
+
+  private:
+    static bool Before(const Event& a, const Event& b)
+    {
+        return a.key.m_ts < b.key.m_ts || (a.key.m_ts == b.key.m_ts && a.key.m_uid < b.key.m_uid);
+    }
+
+    void SiftUp(std::size_t i);
+    void SiftDown(std::size_t i);
+    static void PrefetchOwner(const EventImpl* impl);
+
+    std::vector<Event> m_heap;
+};
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif
