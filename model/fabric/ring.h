@@ -6,6 +6,7 @@
 #ifndef METAROCE_RING_H
 #define METAROCE_RING_H
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <new>
@@ -94,6 +95,26 @@ template <typename T> class Ring
         }
     }
 
+    // The subset of std::deque's interface the transports use, so a Ring drops in where an
+    // eagerly allocated deque (~600 B even when empty) would cost memory per QP.
+    bool empty() const { return Empty(); }
+
+    std::size_t size() const { return m_size; }
+
+    T& front() { return Front(); }
+
+    T& back() { return At(m_size - 1); }
+
+    T& operator[](std::size_t i) { return At(static_cast<uint32_t>(i)); }
+
+    void push_back(T&& v) { PushBack(std::move(v)); }
+
+    template <typename... A> void emplace_back(A&&... a) { PushBack(T(std::forward<A>(a)...)); }
+
+    void pop_front() { PopFront(); }
+
+    void clear() { Clear(); }
+
     /// Frees the storage of an empty ring.
     void Release()
     {
@@ -106,7 +127,9 @@ template <typename T> class Ring
   private:
     void Grow()
     {
-        uint32_t cap = m_cap == 0 ? 4 : m_cap * 2;
+        // Large elements (a QP's message records) start with one slot: most such rings
+        // never hold more, and there is one per QP.
+        uint32_t cap = m_cap == 0 ? (sizeof(T) >= 64 ? 1 : 4) : m_cap * 2;
         auto* nb = static_cast<T*>(std::malloc(sizeof(T) * cap));
         if (nb == nullptr)
         {

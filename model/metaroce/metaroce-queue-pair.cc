@@ -189,6 +189,9 @@ MetaRoceQueuePair::EnsureInit()
     m_ccOps = f.Create<RdmaCongestionOps>()->Fork();
     m_ccOps->Init(m_cc);
     m_hint = MetaRoceRateHint::Of(m_nic);
+    // Exact-size path tables: a QP that never grows keeps no spare capacity (millions of QPs).
+    m_paths.reserve(std::min(m_minPaths, m_maxPaths));
+    m_cc.paths.reserve(std::min(m_minPaths, m_maxPaths));
     for (uint32_t i = 0; i < m_minPaths && i < m_maxPaths; ++i)
     {
         OpenPath(LeastPopulatedPlane());
@@ -815,7 +818,7 @@ MetaRoceQueuePair::AvoidPlane(uint32_t plane, int64_t now)
     }
     m_planeTrace(plane, false);
     uint32_t lost = 0;
-    for (uint16_t i : std::vector<uint16_t>(pl.paths))
+    for (uint16_t i : std::vector<uint16_t>(pl.paths.begin(), pl.paths.end()))
     {
         lost += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
         RetirePath(i);
@@ -921,7 +924,7 @@ MetaRoceQueuePair::NotifyPortState(uint32_t port, bool up)
         // The NIC sees its own link fail: no need to wait for timeouts.
         pl.linkUp = false;
         uint32_t lost = 0;
-        for (uint16_t i : std::vector<uint16_t>(pl.paths))
+        for (uint16_t i : std::vector<uint16_t>(pl.paths.begin(), pl.paths.end()))
         {
             lost += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
             RetirePath(i);

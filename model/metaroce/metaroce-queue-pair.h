@@ -32,6 +32,7 @@
 #include "ns3/type-id.h"
 
 #include <array>
+#include <boost/container/small_vector.hpp>
 #include <deque>
 #include <vector>
 
@@ -205,8 +206,10 @@ class MetaRoceQueuePair : public QueuePair
         bool linkUp{true};
         bool avoided{false};
         uint32_t retiredInRow{0};
-        uint32_t rr{0};              //!< round-robin cursor
-        std::vector<uint16_t> paths; //!< slots of the paths on this plane (any state but retired)
+        uint32_t rr{0}; //!< round-robin cursor
+        //! slots of the paths on this plane (any state but retired); a few fit inline, so
+        //! millions of QPs need no allocation per plane
+        boost::container::small_vector<uint16_t, 4> paths;
     };
 
     void EnsureInit();
@@ -267,7 +270,7 @@ class MetaRoceQueuePair : public QueuePair
     Ptr<RdmaCongestionOps> m_ccOps;
     std::vector<SPath> m_paths;
     std::vector<Plane> m_planes;
-    std::deque<std::pair<uint64_t, uint32_t>> m_retx; //!< (message, packet) to send again
+    Ring<std::pair<uint64_t, uint32_t>> m_retx; //!< (message, packet) to send again
     uint64_t m_txMsg{0};
     int64_t m_paceVirtPs{0};
     int64_t m_qpSrttPs{0};

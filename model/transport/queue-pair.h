@@ -19,10 +19,8 @@
 #include "ns3/traced-callback.h"
 
 #include <boost/dynamic_bitset.hpp>
-#include <deque>
 #include <functional>
 #include <map>
-#include <unordered_map>
 
 namespace ns3
 {
@@ -152,8 +150,8 @@ class QueuePair : public Object
     /// Sender: marks message `m` fully acknowledged and releases completions in order.
     void MarkSent(SendMessage& m);
 
-    std::deque<SendMessage> m_sendQueue;
-    uint32_t m_sendQueueBase{0}; //!< index of m_sendQueue.front() among all messages posted
+    Ring<SendMessage> m_sendQueue; //!< lazily allocated: most QPs are idle most of the time
+    uint32_t m_sendQueueBase{0};   //!< index of m_sendQueue.front() among all messages posted
     Counters m_counters;
     RdmaNic* m_nic{nullptr};
     uint32_t m_qpn{0};
