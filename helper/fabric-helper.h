@@ -75,7 +75,13 @@ class Fabric
 
     Totals CollectTotals() const;
 
+    /// Queue pairs the transports of this fabric's run opened (for the cost report: memory
+    /// per QP). Noted by whoever tears the transport down.
+    void NoteQueuePairs(uint64_t n) { m_queuePairs += n; }
+    uint64_t GetQueuePairs() const { return m_queuePairs; }
+
   private:
+    uint64_t m_queuePairs{0};
     void Build();
     Ptr<FabricChannel> Connect(Ptr<FabricNetDevice> a, Ptr<FabricNetDevice> b, double gbps,
                                double delayNs);

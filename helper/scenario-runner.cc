@@ -263,6 +263,7 @@ struct TransportSetup
 {
     TransportSetup(const TransportSpec& t, Fabric& fabric, int64_t& stream)
         : rdma(fabric, stream++)
+        , fabricRef(fabric)
     {
         rdma.InstallNics();
         restore = ConfigureTransport(t, rdma.QpFactory());
@@ -276,6 +277,7 @@ struct TransportSetup
     {
         for (auto& nic : nics)
         {
+            fabricRef.NoteQueuePairs(nic->GetNQueuePairs());
             nic->Dispose();
         }
         for (const auto& [k, v] : restore)
@@ -288,6 +290,7 @@ struct TransportSetup
     TransportSetup& operator=(const TransportSetup&) = delete;
 
     RdmaHelper rdma;
+    Fabric& fabricRef;
     std::vector<Ptr<RdmaNic>> nics;
     std::vector<std::pair<std::string, std::string>> restore;
 };
@@ -992,6 +995,7 @@ std::vector<RunRecord>
 RunScenario(const RunSpec& spec, ProgressReporter& progress)
 {
     auto wall0 = std::chrono::steady_clock::now();
+    uint64_t startRss = PeakRssBytes();
     // The scenario's seed selects ns-3's run number: independent streams per seed.
     RngSeedManager::SetSeed(1);
     RngSeedManager::SetRun(spec.seed);
@@ -1001,6 +1005,7 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
     int64_t stream = 1;
     stream += fabric->AssignStreams(stream);
     double buildS = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    uint64_t buildRss = PeakRssBytes();
     ScheduleFaults(*fabric, spec.faults);
 
     std::vector<RunRecord> recs(1);
@@ -1066,8 +1071,11 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
         {"packet_hops", hops},
         {"packet_hops_per_wall_s", runS > 0 ? hops / runS : 0.0},
         {"peak_rss_bytes", PeakRssBytes()},
+        {"start_rss_bytes", startRss},
+        {"build_peak_rss_bytes", buildRss},
         {"switches", fabric->Switches().size()},
         {"links", fabric->Links().size()},
+        {"queue_pairs", fabric->GetQueuePairs()},
         {"simulated_us", Simulator::Now().GetMicroSeconds()},
     };
     fabric.reset();
