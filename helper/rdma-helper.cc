@@ -16,6 +16,14 @@ RdmaHelper::RdmaHelper(Fabric& fabric, int64_t stream)
     m_qpFactory.SetTypeId(RoceV2QueuePair::GetTypeId());
 }
 
+RdmaHelper::~RdmaHelper()
+{
+    for (auto& nic : m_nics)
+    {
+        nic->Dispose();
+    }
+}
+
 void
 RdmaHelper::InstallNics()
 {

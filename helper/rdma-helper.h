@@ -24,6 +24,11 @@ class RdmaHelper
   public:
     /// stream: random stream for entropies (see AssignStreams conventions of Fabric).
     RdmaHelper(Fabric& fabric, int64_t stream);
+    /// Disposes the NICs it installed: a NIC and its QPs reference each other (QPs, rate
+    /// hints, completion handlers), so without it they would outlive the run.
+    ~RdmaHelper();
+    RdmaHelper(const RdmaHelper&) = delete;
+    RdmaHelper& operator=(const RdmaHelper&) = delete;
     /// One NIC per host (all of them).
     void InstallNics();
     Ptr<RdmaNic> Nic(uint32_t i) const { return m_nics[i]; }

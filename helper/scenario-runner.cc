@@ -258,7 +258,7 @@ ConfigureTransport(const TransportSpec& t, ObjectFactory& f)
 }
 
 /// NICs on every host with the run's transport configured; on destruction the NICs are
-/// disposed and the congestion-control defaults the run changed are restored.
+/// disposed (by the helper) and the congestion-control defaults the run changed restored.
 struct TransportSetup
 {
     TransportSetup(const TransportSpec& t, Fabric& fabric, int64_t& stream)
@@ -278,7 +278,6 @@ struct TransportSetup
         for (auto& nic : nics)
         {
             fabricRef.NoteQueuePairs(nic->GetNQueuePairs());
-            nic->Dispose();
         }
         for (const auto& [k, v] : restore)
         {
