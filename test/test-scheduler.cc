@@ -128,3 +128,45 @@ TEST_CASE("A run under QuadHeapScheduler is identical to one under ns-3's schedu
     CHECK(a[0] > 0);
     CHECK(a[3] > 0); // losses were repaired: timers and retransmissions took part
 }
+
+namespace
+{
+/// Events per packet-hop of one 8 MiB transfer on the 64-NIC fabric: the simulator's own cost
+/// budget, counted (not timed), so it is exact and repeatable.
+double
+EventsPerHop(const char* qpType)
+{
+    SimGuard guard;
+    auto fabric = FabricHelper().Build(LoadTopologyFile("topologies/fpf-8plane-64.json"));
+    int64_t s = 1 + fabric->AssignStreams(1);
+    RdmaHelper rdma(*fabric, s);
+    rdma.InstallNics();
+    rdma.SetQueuePairType(qpType);
+    auto [a, b] = rdma.Connect(3, 40);
+    a->PostSend(8 << 20);
+    uint64_t ev0 = Simulator::GetEventCount();
+    Simulator::Run();
+    REQUIRE(b->GetCounters().bytesDelivered == (8u << 20));
+    uint64_t hops = 0;
+    for (const auto& l : fabric->Links())
+    {
+        for (std::size_t d = 0; d < 2; ++d)
+        {
+            hops += StaticCast<FabricNetDevice>(l->GetDevice(d))->GetCounters().txPackets;
+        }
+    }
+    return static_cast<double>(Simulator::GetEventCount() - ev0) / static_cast<double>(hops);
+}
+} // namespace
+
+TEST_CASE("A packet-hop costs under 1.5 events (no per-frame event at idle switch ports)",
+          "[scheduler][cost]")
+{
+    // An uncongested flow: each hop should be one arrival, plus the NIC's end-of-frame
+    // event and the transport's timers. Two events per hop (the old port/link design) fails.
+    double meta = EventsPerHop("ns3::metaroce::MetaRoceQueuePair");
+    double roce = EventsPerHop("ns3::metaroce::RoceV2QueuePair");
+    INFO("MetaRoCE " << meta << ", RoCEv2 " << roce << " events per packet-hop");
+    CHECK(meta < 1.5);
+    CHECK(roce < 1.5);
+}
