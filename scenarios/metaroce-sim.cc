@@ -15,6 +15,7 @@
 #include "ns3/global-value.h"
 #include "ns3/type-id.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -24,9 +25,10 @@ using namespace ns3::metaroce;
 namespace
 {
 const char* kUsage =
-    "usage: metaroce-sim SCENARIO.json [--set key.path=value ...] [--out FILE.json] "
-    "[--quiet] [--dry-run]\n"
+    "usage: metaroce-sim SCENARIO.json [--set key.path=value ...] [--variant NAME ...] "
+    "[--out FILE.json] [--quiet] [--dry-run]\n"
     "  --set      override any scenario key (repeatable), e.g. --set workload.rate_gbps=50\n"
+    "  --variant  run only this variant of the scenario (repeatable; default: all)\n"
     "  --out      write results as JSON to FILE.json and as CSV beside it (FILE.csv)\n"
     "  --quiet    no progress on stderr\n"
     "  --dry-run  validate, print the resolved scenario and the fabric's size, run nothing\n";
@@ -35,6 +37,7 @@ struct Options
 {
     std::string scenario;
     std::vector<std::string> sets;
+    std::vector<std::string> variants;
     std::string out;
     bool quiet{false};
     bool dryRun{false};
@@ -49,7 +52,8 @@ ParseArgs(int argc, char* argv[])
         std::string a = argv[i];
         auto value = [&](const std::string& name)
         {
-            if (i + 1 >= argc)
+            // An option in place of the value (`--variant --out f`) means the value is missing.
+            if (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0)
             {
                 throw InputError(name + ": needs a value");
             }
@@ -67,6 +71,14 @@ ParseArgs(int argc, char* argv[])
         else if (a.rfind("--set=", 0) == 0)
         {
             o.sets.push_back(a.substr(6));
+        }
+        else if (a == "--variant")
+        {
+            o.variants.push_back(value(a));
+        }
+        else if (a.rfind("--variant=", 0) == 0)
+        {
+            o.variants.push_back(a.substr(10));
         }
         else if (a == "--out")
         {
@@ -112,6 +124,43 @@ ParseArgs(int argc, char* argv[])
     return o;
 }
 
+/// Keeps only the named variants, in the scenario's order; an unknown name is an input error.
+void
+SelectVariants(Scenario& sc, const std::vector<std::string>& names)
+{
+    if (names.empty())
+    {
+        return;
+    }
+    std::string known;
+    for (const auto& r : sc.runs)
+    {
+        known += (known.empty() ? "" : ", ") + ("'" + r.variant + "'");
+    }
+    for (const auto& n : names)
+    {
+        bool found = false;
+        for (const auto& r : sc.runs)
+        {
+            found = found || r.variant == n;
+        }
+        if (!found)
+        {
+            throw InputError("--variant: no variant '" + n + "' in " + sc.name + " (it has " +
+                             known + ")");
+        }
+    }
+    std::vector<RunSpec> kept;
+    for (auto& r : sc.runs)
+    {
+        if (std::find(names.begin(), names.end(), r.variant) != names.end())
+        {
+            kept.push_back(std::move(r));
+        }
+    }
+    sc.runs = std::move(kept);
+}
+
 std::string
 CsvPath(const std::string& out)
 {
@@ -134,6 +183,7 @@ main(int argc, char* argv[])
     {
         opt = ParseArgs(argc, argv);
         sc = LoadScenario(opt.scenario, opt.sets);
+        SelectVariants(sc, opt.variants);
     }
     catch (const InputError& e)
     {

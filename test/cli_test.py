@@ -97,6 +97,8 @@ with tempfile.TemporaryDirectory() as tmp:
         (lambda: [STREAMS, "--set", "faults=[{\"kind\":\"plane_down\",\"plane\":1,"
                   "\"at_us\":1,\"scope\":\"half\"}]"], "faults[0].scope"),
         (lambda: [os.path.join(tmp, "missing.json")], "cannot open file"),
+        (lambda: [SCENARIO, "--variant", "no-such-variant"], "--variant: no variant"),
+        (lambda: [SCENARIO, "--variant"], "--variant: needs a value"),
     ]
     for make_args, needle in bad:
         args = make_args()
@@ -131,6 +133,18 @@ with tempfile.TemporaryDirectory() as tmp:
         check(js[0] == js[1], "JSON (without cost) differs between identical runs")
         check(js[0]["schema_version"] == 1, "schema_version is 1")
         check(len(js[0]["runs"]) == 4, "one record per variant")
+    # --variant runs only the named variants, with the same results as in the full run.
+    if os.path.exists(outs[0]):
+        full = json.load(open(outs[0]))["runs"]
+        name = full[-1]["variant"]
+        o4 = os.path.join(tmp, "one.json")
+        r = run([SCENARIO, "--quiet", "--set", "duration_us=20", "--variant", name, "--out", o4])
+        check(r.returncode == 0, f"--variant exit {r.returncode}: {r.stderr}")
+        if os.path.exists(o4):
+            one = json.load(open(o4))["runs"]
+            check([x["variant"] for x in one] == [name], "--variant ran other variants")
+            check(one[0]["metrics"] == full[-1]["metrics"],
+                  "--variant changed the variant's results")
     # Another seed gives other results.
     o3 = os.path.join(tmp, "seed2.json")
     run([SCENARIO, "--quiet", "--set", "duration_us=20", "--set", "seed=2", "--out", o3])
