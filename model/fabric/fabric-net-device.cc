@@ -139,33 +139,32 @@ FabricNetDevice::Enqueue(FabricFrame&& frame)
     {
         m_counters.maxQueueBytes = total;
     }
-    if (!m_eventPending && m_queue[0].Empty() && m_queue[1].Empty())
+    if (m_eventPending)
+    {
+        m_queue[q].PushBack(std::move(frame)); // the pending event will send it
+        return true;
+    }
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    if (m_queue[0].Empty() && m_queue[1].Empty() && now >= m_busyUntilPs && frame.readyPs <= now &&
+        (q == 0 || !IsPaused(frame.tc)))
     {
         // Idle port (the common case): the frame goes straight to the wire, without a trip
         // through the queue's storage. Same order of calls as the queued path.
-        int64_t now = Simulator::Now().GetPicoSeconds();
-        if (now >= m_busyUntilPs && frame.readyPs <= now && (q == 0 || !IsPaused(frame.tc)))
-        {
-            m_queueBytes[q] -= frame.wireBytes;
-            StartTransmission(std::move(frame), now);
-            return true;
-        }
+        m_queueBytes[q] -= frame.wireBytes;
+        StartTransmission(std::move(frame), now);
+        return true;
     }
     m_queue[q].PushBack(std::move(frame));
-    if (!m_eventPending)
-    {
-        Kick();
-    }
+    Kick(now);
     return true;
 }
 
 void
-FabricNetDevice::Kick()
+FabricNetDevice::Kick(int64_t now)
 {
-    int64_t now = Simulator::Now().GetPicoSeconds();
     if (now >= m_busyUntilPs)
     {
-        TryTransmit();
+        TryTransmit(now);
         return;
     }
     // The frame on the wire was started with nothing behind it, so no event marks its end.
@@ -213,12 +212,11 @@ FabricNetDevice::SetRxLatency(int64_t ps)
 }
 
 void
-FabricNetDevice::TryTransmit()
+FabricNetDevice::TryTransmit(int64_t now)
 {
     // Control frames first, then data unless its class is paused (one data FIFO: a paused
     // head blocks the frames behind it, as in a single-queue port). A frame still inside the
     // switch pipeline (readyPs in the future) blocks nothing: the other queue may go.
-    int64_t now = Simulator::Now().GetPicoSeconds();
     bool dataOk = !m_queue[1].Empty() && !IsPaused(m_queue[1].Front().tc);
     FrameRing* q = nullptr;
     int64_t wait = INT64_MAX;
@@ -251,7 +249,7 @@ FabricNetDevice::TryTransmit()
             // Forwarding latency not yet elapsed: start later, still one event.
             ScheduleTx(wait - now);
         }
-        else if (m_queue[1].Empty() && m_receiver != nullptr)
+        else if (m_queue[1].Empty() && m_notifyIdle)
         {
             m_receiver->NotifyPortIdle(this);
         }
@@ -291,7 +289,7 @@ void
 FabricNetDevice::TransmitComplete(uint32_t)
 {
     m_eventPending = false;
-    TryTransmit();
+    TryTransmit(Simulator::Now().GetPicoSeconds());
 }
 
 void
@@ -365,7 +363,7 @@ FabricNetDevice::SetLinkUp(bool up)
     }
     if (up && !m_eventPending)
     {
-        Kick();
+        Kick(Simulator::Now().GetPicoSeconds());
     }
 }
 
@@ -393,7 +391,7 @@ FabricNetDevice::SetPaused(uint8_t tc, bool paused)
     }
     if (!paused && !m_eventPending)
     {
-        Kick();
+        Kick(now);
     }
 }
 

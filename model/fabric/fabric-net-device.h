@@ -155,7 +155,7 @@ class FabricNetDevice : public NetDevice
     void DoDispose() override;
 
   private:
-    void TryTransmit();
+    void TryTransmit(int64_t now);
     /// Puts a frame that has left the queue on the wire.
     void StartTransmission(FabricFrame&& f, int64_t now);
     void TransmitComplete(uint32_t unused = 0);
@@ -164,7 +164,7 @@ class FabricNetDevice : public NetDevice
     /// Voids a pending transmitter event (link failure, disposal).
     void CancelTx();
     /// Starts the transmitter now if it is free, or arranges one event for when it is.
-    void Kick();
+    void Kick(int64_t now);
     void Drop(const FabricFrame& f, FabricDropReason reason);
 
     Ptr<Node> m_node;
