@@ -15,18 +15,13 @@ using namespace ns3::metaroce::test;
 
 namespace
 {
-struct World
+struct World : RdmaWorld
 {
-    std::unique_ptr<Fabric> fabric;
-    std::unique_ptr<RdmaHelper> rdma;
     std::vector<Ptr<RdmaNic>> nics;
 
-    World(nlohmann::json topo)
+    explicit World(const nlohmann::json& topo)
+        : RdmaWorld(topo)
     {
-        fabric = FabricHelper().Build(ParseTopology(topo, "topology"));
-        int64_t s = 1 + fabric->AssignStreams(1);
-        rdma = std::make_unique<RdmaHelper>(*fabric, s);
-        rdma->InstallNics();
         for (uint32_t i = 0; i < rdma->NumNics(); ++i)
         {
             nics.push_back(rdma->Nic(i));

@@ -18,27 +18,11 @@ using namespace ns3::metaroce::test;
 
 namespace
 {
-struct World
+struct World : RdmaWorld
 {
-    std::unique_ptr<Fabric> fabric;
-    std::unique_ptr<RdmaHelper> rdma;
-
-    explicit World(const TopologySpec& topo)
-    {
-        fabric = FabricHelper().Build(topo);
-        int64_t s = 1 + fabric->AssignStreams(1);
-        rdma = std::make_unique<RdmaHelper>(*fabric, s);
-        rdma->InstallNics();
-        rdma->SetQueuePairType("ns3::metaroce::MetaRoceQueuePair");
-    }
-
-    explicit World(const nlohmann::json& topo)
-        : World(ParseTopology(topo, "topology"))
-    {
-    }
-
-    explicit World(const char* file)
-        : World(LoadTopologyFile(file))
+    template <typename Topology>
+    explicit World(const Topology& topo)
+        : RdmaWorld(topo, "ns3::metaroce::MetaRoceQueuePair")
     {
     }
 

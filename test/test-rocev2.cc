@@ -19,18 +19,12 @@ using namespace ns3::metaroce::test;
 
 namespace
 {
-struct World
+struct World : RdmaWorld
 {
-    std::unique_ptr<Fabric> fabric;
-    std::unique_ptr<RdmaHelper> rdma;
-
-    World(nlohmann::json topo, const std::string& cc = "ns3::metaroce::RdmaNoCongestionControl")
+    explicit World(const nlohmann::json& topo,
+                   const std::string& cc = "ns3::metaroce::RdmaNoCongestionControl")
+        : RdmaWorld(topo, "ns3::metaroce::RoceV2QueuePair")
     {
-        fabric = FabricHelper().Build(ParseTopology(topo, "topology"));
-        int64_t s = 1 + fabric->AssignStreams(1);
-        rdma = std::make_unique<RdmaHelper>(*fabric, s);
-        rdma->InstallNics();
-        rdma->SetQueuePairType("ns3::metaroce::RoceV2QueuePair");
         rdma->QpFactory().Set("CongestionControl", TypeIdValue(TypeId::LookupByName(cc)));
     }
 };

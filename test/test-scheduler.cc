@@ -90,16 +90,12 @@ RunWith(const char* scheduler)
 {
     SimGuard guard;
     GlobalValue::Bind("SchedulerType", StringValue(scheduler));
-    auto fabric = FabricHelper().Build(LoadTopologyFile("topologies/fpf-8plane-64.json"));
-    int64_t s = 1 + fabric->AssignStreams(1);
-    RdmaHelper rdma(*fabric, s);
-    rdma.InstallNics();
-    rdma.SetQueuePairType("ns3::metaroce::MetaRoceQueuePair");
-    fabric->SetLossRate(0.01); // retransmissions and timers make the order matter more
+    RdmaWorld w("topologies/fpf-8plane-64.json", "ns3::metaroce::MetaRoceQueuePair");
+    w.fabric->SetLossRate(0.01); // retransmissions and timers make the order matter more
     std::vector<Ptr<QueuePair>> qps;
     for (uint32_t i = 0; i < 16; ++i)
     {
-        auto [a, b] = rdma.Connect(i, (5 * i + 3) % 64);
+        auto [a, b] = w.rdma->Connect(i, (5 * i + 3) % 64);
         a->PostSend(1 << 20);
         qps.push_back(a);
         qps.push_back(b);
@@ -137,18 +133,14 @@ double
 EventsPerHop(const char* qpType)
 {
     SimGuard guard;
-    auto fabric = FabricHelper().Build(LoadTopologyFile("topologies/fpf-8plane-64.json"));
-    int64_t s = 1 + fabric->AssignStreams(1);
-    RdmaHelper rdma(*fabric, s);
-    rdma.InstallNics();
-    rdma.SetQueuePairType(qpType);
-    auto [a, b] = rdma.Connect(3, 40);
+    RdmaWorld w("topologies/fpf-8plane-64.json", qpType);
+    auto [a, b] = w.rdma->Connect(3, 40);
     a->PostSend(8 << 20);
     uint64_t ev0 = Simulator::GetEventCount();
     Simulator::Run();
     REQUIRE(b->GetCounters().bytesDelivered == (8u << 20));
     uint64_t hops = 0;
-    for (const auto& l : fabric->Links())
+    for (const auto& l : w.fabric->Links())
     {
         for (std::size_t d = 0; d < 2; ++d)
         {

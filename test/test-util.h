@@ -2,6 +2,8 @@
 #ifndef METAROCE_TEST_UTIL_H
 #define METAROCE_TEST_UTIL_H
 
+#include "helper/fabric-helper.h"
+#include "helper/rdma-helper.h"
 #include "model/fabric/fabric-channel.h"
 #include "model/fabric/fabric-net-device.h"
 
@@ -33,6 +35,36 @@ struct SimGuard
     {
         Simulator::Destroy();
         Config::Reset();
+    }
+};
+
+/// A fabric built from a topology with an RDMA NIC on every host: what every transport and
+/// collective test starts from. qpType, if given, is what Connect creates.
+struct RdmaWorld
+{
+    std::unique_ptr<Fabric> fabric;
+    std::unique_ptr<RdmaHelper> rdma; // declared after fabric: torn down first
+
+    explicit RdmaWorld(const TopologySpec& topo, const std::string& qpType = "")
+    {
+        fabric = FabricHelper().Build(topo);
+        int64_t s = 1 + fabric->AssignStreams(1);
+        rdma = std::make_unique<RdmaHelper>(*fabric, s);
+        rdma->InstallNics();
+        if (!qpType.empty())
+        {
+            rdma->SetQueuePairType(qpType);
+        }
+    }
+
+    explicit RdmaWorld(const nlohmann::json& topo, const std::string& qpType = "")
+        : RdmaWorld(ParseTopology(topo, "topology"), qpType)
+    {
+    }
+
+    explicit RdmaWorld(const char* file, const std::string& qpType = "")
+        : RdmaWorld(LoadTopologyFile(file), qpType)
+    {
     }
 };
 
