@@ -686,30 +686,6 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     }
 }
 
-// The scenario parser admits only these names.
-CollectiveOp
-OpOf(const std::string& s)
-{
-    static const std::map<std::string, CollectiveOp> ops = {
-        {"allreduce", CollectiveOp::AllReduce},
-        {"reducescatter", CollectiveOp::ReduceScatter},
-        {"allgather", CollectiveOp::AllGather},
-        {"alltoall", CollectiveOp::AllToAll}};
-    return ops.at(s);
-}
-
-CollectiveAlgorithm
-AlgoOf(const std::string& s)
-{
-    static const std::map<std::string, CollectiveAlgorithm> algos = {
-        {"auto", CollectiveAlgorithm::Auto},
-        {"ring", CollectiveAlgorithm::Ring},
-        {"tree", CollectiveAlgorithm::Tree},
-        {"direct", CollectiveAlgorithm::Direct},
-        {"pat", CollectiveAlgorithm::Pat}};
-    return algos.at(s);
-}
-
 /// A collective over a list of sizes, each repeated `iterations` times, back to back.
 std::vector<RunRecord>
 RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress)
@@ -785,7 +761,10 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
             Simulator::Stop();
         }
     };
-    next = [&]() { comm.Start(OpOf(w.op), AlgoOf(w.algorithm), w.sizes[sizeIdx], onDone); };
+    next = [&]() {
+        comm.Start(CollectiveOpOf(w.op), CollectiveAlgorithmOf(w.algorithm), w.sizes[sizeIdx],
+                   onDone);
+    };
     Simulator::ScheduleNow(next);
     Time limit = MicroSeconds(1) * spec.durationUs;
     progress.Start(spec.scenario + "/" + spec.variant, limit);
@@ -836,7 +815,7 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
         rec.metrics["channels"] = it[0].channels;
         rec.metrics["time_us"] = t;
         rec.metrics["algbw_gbytes_per_s"] = algbw;
-        rec.metrics["busbw_gbytes_per_s"] = algbw * BusBwFactor(OpOf(w.op), n);
+        rec.metrics["busbw_gbytes_per_s"] = algbw * BusBwFactor(CollectiveOpOf(w.op), n);
         rec.metrics["rank_spread_us"] = spread;
         rec.metrics["wire_bytes_per_rank"] = it[0].wireBytesPerRank;
         rec.counters["messages"] = it[0].messages;
@@ -921,7 +900,7 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
             {
                 ++outstanding;
                 comm->Start(
-                    OpOf(ph.op), AlgoOf(ph.algorithm), ph.bytes,
+                    CollectiveOpOf(ph.op), CollectiveAlgorithmOf(ph.algorithm), ph.bytes,
                     [&, p](const CollectiveResult& r)
                     {
                         PhaseRun& q = phases[p];
@@ -982,7 +961,8 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
         rec.metrics["time_us"] = t;
         rec.metrics["fastest_group_us"] = mean(phases[p].fastestUs);
         double algbw = t > 0 ? ph.bytes / (t * 1e-6) / 1e9 : 0.0;
-        rec.metrics["busbw_gbytes_per_s"] = algbw * BusBwFactor(OpOf(ph.op), ph.groupSize);
+        rec.metrics["busbw_gbytes_per_s"] =
+            algbw * BusBwFactor(CollectiveOpOf(ph.op), ph.groupSize);
         rec.metrics["iteration_us"] = mean(iterUs);
         out.push_back(rec);
     }

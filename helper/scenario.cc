@@ -1,6 +1,7 @@
 #include "scenario.h"
 
 #include "json-reader.h"
+#include "model/collective/communicator.h"
 
 #include "ns3/string.h"
 #include "ns3/type-id.h"
@@ -224,8 +225,8 @@ CollectiveWorkloadSpec
 ParseCollective(const JsonReader& w, const TopologySpec& topo)
 {
     CollectiveWorkloadSpec c;
-    c.op = w.Choice("op", {"allreduce", "reducescatter", "allgather", "alltoall"});
-    c.algorithm = w.Choice("algorithm", "auto", {"auto", "ring", "tree", "direct", "pat"});
+    c.op = w.Choice("op", CollectiveOpNames());
+    c.algorithm = w.Choice("algorithm", "auto", CollectiveAlgorithmNames());
     if (c.algorithm == "pat" && c.op != "allgather" && c.op != "reducescatter")
     {
         w.Fail("algorithm", "pat runs all-gather and reduce-scatter only");
@@ -328,8 +329,8 @@ ParseJob(const JsonReader& j, const TopologySpec& topo)
     {
         JobPhaseSpec ph;
         ph.name = p.String("name");
-        ph.op = p.Choice("op", {"allreduce", "reducescatter", "allgather", "alltoall"});
-        ph.algorithm = p.Choice("algorithm", "auto", {"auto", "ring", "tree", "direct", "pat"});
+        ph.op = p.Choice("op", CollectiveOpNames());
+        ph.algorithm = p.Choice("algorithm", "auto", CollectiveAlgorithmNames());
         if ((ph.algorithm == "pat" && ph.op != "allgather" && ph.op != "reducescatter") ||
             (ph.algorithm == "tree" && ph.op != "allreduce") ||
             (ph.algorithm == "direct" && ph.op != "alltoall") ||

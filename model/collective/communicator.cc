@@ -53,6 +53,66 @@ ToString(CollectiveAlgorithm a)
     return "?";
 }
 
+namespace
+{
+constexpr CollectiveOp kOps[] = {CollectiveOp::AllReduce, CollectiveOp::ReduceScatter,
+                                 CollectiveOp::AllGather, CollectiveOp::AllToAll};
+constexpr CollectiveAlgorithm kAlgorithms[] = {
+    CollectiveAlgorithm::Auto, CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree,
+    CollectiveAlgorithm::Direct, CollectiveAlgorithm::Pat};
+
+template <typename T, std::size_t N>
+std::vector<std::string>
+NamesOf(const T (&all)[N])
+{
+    std::vector<std::string> names;
+    for (T e : all)
+    {
+        names.push_back(ToString(e));
+    }
+    return names;
+}
+
+template <typename T, std::size_t N>
+T
+ValueOf(const T (&all)[N], const std::string& name)
+{
+    for (T e : all)
+    {
+        if (ToString(e) == name)
+        {
+            return e;
+        }
+    }
+    NS_ABORT_MSG("unknown collective name '" << name << "'");
+    return all[0];
+}
+} // namespace
+
+std::vector<std::string>
+CollectiveOpNames()
+{
+    return NamesOf(kOps);
+}
+
+std::vector<std::string>
+CollectiveAlgorithmNames()
+{
+    return NamesOf(kAlgorithms);
+}
+
+CollectiveOp
+CollectiveOpOf(const std::string& name)
+{
+    return ValueOf(kOps, name);
+}
+
+CollectiveAlgorithm
+CollectiveAlgorithmOf(const std::string& name)
+{
+    return ValueOf(kAlgorithms, name);
+}
+
 double
 BusBwFactor(CollectiveOp op, uint32_t n)
 {

@@ -54,6 +54,12 @@ enum class CollectiveAlgorithm
 
 std::string ToString(CollectiveOp op);
 std::string ToString(CollectiveAlgorithm a);
+/// Every name ToString gives, in declaration order (the scenario files' choices).
+std::vector<std::string> CollectiveOpNames();
+std::vector<std::string> CollectiveAlgorithmNames();
+/// The inverse of ToString; aborts on a name it does not give (callers validate first).
+CollectiveOp CollectiveOpOf(const std::string& name);
+CollectiveAlgorithm CollectiveAlgorithmOf(const std::string& name);
 /// nccl-tests' bus bandwidth factor of an operation over n ranks.
 double BusBwFactor(CollectiveOp op, uint32_t n);
 
