@@ -63,6 +63,8 @@ template <typename T> class Ring
 
     const T& Front() const { return m_buf[m_head]; }
 
+    T& Back() { return At(m_size - 1); }
+
     /// i-th element from the front.
     T& At(uint32_t i) { return m_buf[(m_head + i) & (m_cap - 1)]; }
 
@@ -94,26 +96,6 @@ template <typename T> class Ring
             PopFront();
         }
     }
-
-    // The subset of std::deque's interface the transports use, so a Ring drops in where an
-    // eagerly allocated deque (~600 B even when empty) would cost memory per QP.
-    bool empty() const { return Empty(); }
-
-    std::size_t size() const { return m_size; }
-
-    T& front() { return Front(); }
-
-    T& back() { return At(m_size - 1); }
-
-    T& operator[](std::size_t i) { return At(static_cast<uint32_t>(i)); }
-
-    void push_back(T&& v) { PushBack(std::move(v)); }
-
-    template <typename... A> void emplace_back(A&&... a) { PushBack(T(std::forward<A>(a)...)); }
-
-    void pop_front() { PopFront(); }
-
-    void clear() { Clear(); }
 
     /// Frees the storage of an empty ring.
     void Release()

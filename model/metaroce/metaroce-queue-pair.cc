@@ -282,7 +282,7 @@ MetaRoceQueuePair::MoveInflightToRetx(uint32_t i)
             r.state = REC_LOST;
             if (r.msg != kProbe)
             {
-                m_retx.emplace_back(r.msg, r.pkt);
+                m_retx.PushBack({r.msg, r.pkt});
             }
         }
     }
@@ -453,10 +453,10 @@ MetaRoceQueuePair::SelectPath(uint32_t plane, int64_t now) const
 bool
 MetaRoceQueuePair::NextChunk(uint64_t& msg, uint32_t& pkt, bool& retx)
 {
-    while (!m_retx.empty())
+    while (!m_retx.Empty())
     {
-        auto [m, k] = m_retx.front();
-        m_retx.pop_front();
+        auto [m, k] = m_retx.Front();
+        m_retx.PopFront();
         if (m < m_sendQueueBase || Msg(m).ackedPkts.test(k))
         {
             continue; // acknowledged meanwhile
@@ -466,7 +466,7 @@ MetaRoceQueuePair::NextChunk(uint64_t& msg, uint32_t& pkt, bool& retx)
         retx = true;
         return true;
     }
-    while (m_txMsg - m_sendQueueBase < m_sendQueue.size())
+    while (m_txMsg - m_sendQueueBase < m_sendQueue.Size())
     {
         SendMessage& m = Msg(m_txMsg);
         if (m.nextPkt < m.packets)
@@ -518,20 +518,20 @@ MetaRoceQueuePair::QpWindowOpen() const
 bool
 MetaRoceQueuePair::HasData()
 {
-    while (!m_retx.empty())
+    while (!m_retx.Empty())
     {
-        auto [m, k] = m_retx.front();
+        auto [m, k] = m_retx.Front();
         if (m >= m_sendQueueBase && !Msg(m).ackedPkts.test(k))
         {
             return true;
         }
-        m_retx.pop_front();
+        m_retx.PopFront();
     }
     if (m_txMsg < m_sendQueueBase)
     {
         m_txMsg = m_sendQueueBase;
     }
-    while (m_txMsg - m_sendQueueBase < m_sendQueue.size())
+    while (m_txMsg - m_sendQueueBase < m_sendQueue.Size())
     {
         const SendMessage& m = Msg(m_txMsg);
         if (m.nextPkt < m.packets)
@@ -709,7 +709,7 @@ MetaRoceQueuePair::Housekeeping()
     int64_t now = Simulator::Now().GetPicoSeconds();
     m_timerAtPs = -1;
     int64_t next = std::numeric_limits<int64_t>::max();
-    bool work = HasData() || !m_sendQueue.empty();
+    bool work = HasData() || !m_sendQueue.Empty();
     uint32_t active = GetActivePaths();
     for (uint32_t i = 0; i < m_paths.size(); ++i)
     {
@@ -1209,7 +1209,7 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
             c.inflightBytes -= r.payload;
             if (r.msg != kProbe)
             {
-                m_retx.emplace_back(r.msg, r.pkt);
+                m_retx.PushBack({r.msg, r.pkt});
             }
             ++lost;
         }

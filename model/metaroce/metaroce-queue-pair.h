@@ -242,7 +242,7 @@ class MetaRoceQueuePair : public QueuePair
     void ReceiveAck(uint32_t port, const RdmaHeader& h);
     void SendPathAck(uint32_t pathId);
     void FlushAcks();
-    SendMessage& Msg(uint64_t abs) { return m_sendQueue[abs - m_sendQueueBase]; }
+    SendMessage& Msg(uint64_t abs) { return m_sendQueue.At(abs - m_sendQueueBase); }
 
     // attributes
     uint32_t m_minPaths{12};

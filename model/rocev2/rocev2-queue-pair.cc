@@ -124,7 +124,7 @@ void
 RoceV2QueuePair::OnPosted()
 {
     EnsureCc();
-    SendMessage& m = m_sendQueue.back();
+    SendMessage& m = m_sendQueue.Back();
     m.firstPsn = m_psnEnd;
     m_psnEnd += m.packets;
     Wake();
@@ -154,11 +154,11 @@ RoceV2QueuePair::MessageOf(uint32_t psn)
 {
     // Messages hold consecutive PSN ranges in posting order: binary search the live ones.
     std::size_t lo = 0;
-    std::size_t hi = m_sendQueue.size();
+    std::size_t hi = m_sendQueue.Size();
     while (hi - lo > 1)
     {
         std::size_t mid = (lo + hi) / 2;
-        if (m_sendQueue[mid].firstPsn <= psn)
+        if (m_sendQueue.At(mid).firstPsn <= psn)
         {
             lo = mid;
         }
@@ -187,7 +187,7 @@ RoceV2QueuePair::PullFrame(uint32_t port, FabricFrame& out)
         ScheduleWake(now);
         return PullResult::Nothing;
     }
-    while (m_txMsg - m_sendQueueBase < m_sendQueue.size() &&
+    while (m_txMsg - m_sendQueueBase < m_sendQueue.Size() &&
            Msg(m_txMsg).firstPsn + Msg(m_txMsg).packets <= m_sndNxt)
     {
         ++m_txMsg;
@@ -284,9 +284,9 @@ RoceV2QueuePair::OnAckPsn(uint32_t psn)
     m_sndUna = psn;
     m_lastProgressPs = Simulator::Now().GetPicoSeconds();
     // Complete the messages whose every PSN is now acknowledged.
-    while (!m_sendQueue.empty())
+    while (!m_sendQueue.Empty())
     {
-        SendMessage& m = m_sendQueue.front();
+        SendMessage& m = m_sendQueue.Front();
         if (m.done || m.firstPsn + m.packets > m_sndUna)
         {
             break;

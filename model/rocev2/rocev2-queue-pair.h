@@ -52,7 +52,7 @@ class RoceV2QueuePair : public QueuePair
     void SendAck(RdmaOpcode op, uint32_t port);
     /// Absolute index (into all messages posted) of the message holding psn.
     uint64_t MessageOf(uint32_t psn);
-    SendMessage& Msg(uint64_t abs) { return m_sendQueue[abs - m_sendQueueBase]; }
+    SendMessage& Msg(uint64_t abs) { return m_sendQueue.At(abs - m_sendQueueBase); }
 
     // attributes
     uint32_t m_port{0};

@@ -67,7 +67,7 @@ void
 QueuePair::DoDispose()
 {
     m_nic = nullptr;
-    m_sendQueue.clear();
+    m_sendQueue.Clear();
     m_recv.clear();
     m_onReceive = nullptr;
     Object::DoDispose();
@@ -99,11 +99,11 @@ QueuePair::PostSend(uint64_t bytes, uint16_t stream, CompletionHandler onSent)
     m.postedPs = Simulator::Now().GetPicoSeconds();
     m.packets = PacketsOf(bytes);
     m.onSent = std::move(onSent);
-    m_sendQueue.push_back(std::move(m));
+    m_sendQueue.PushBack(std::move(m));
     ++m_counters.messagesPosted;
     m_counters.bytesPosted += bytes;
     OnPosted();
-    return m_sendQueue.back().seq;
+    return m_sendQueue.Back().seq;
 }
 
 FabricFrame
@@ -198,10 +198,10 @@ void
 QueuePair::MarkSent(SendMessage& m)
 {
     m.done = true;
-    while (!m_sendQueue.empty() && m_sendQueue.front().done)
+    while (!m_sendQueue.Empty() && m_sendQueue.Front().done)
     {
-        SendMessage front = std::move(m_sendQueue.front());
-        m_sendQueue.pop_front();
+        SendMessage front = std::move(m_sendQueue.Front());
+        m_sendQueue.PopFront();
         ++m_sendQueueBase;
         ++m_counters.messagesSent;
         if (front.onSent)

@@ -100,7 +100,7 @@ class QueuePair : public Object
 
     const Counters& GetCounters() const { return m_counters; }
     /// Messages posted and not yet completed at the sender.
-    std::size_t GetPendingSends() const { return m_sendQueue.size(); }
+    std::size_t GetPendingSends() const { return m_sendQueue.Size(); }
     /// Messages partly received (state still held at the receiver).
     std::size_t GetPendingReceives() const { return m_recv.size(); }
 
@@ -151,7 +151,7 @@ class QueuePair : public Object
     void MarkSent(SendMessage& m);
 
     Ring<SendMessage> m_sendQueue; //!< lazily allocated: most QPs are idle most of the time
-    uint32_t m_sendQueueBase{0};   //!< index of m_sendQueue.front() among all messages posted
+    uint32_t m_sendQueueBase{0};   //!< index of m_sendQueue.Front() among all messages posted
     Counters m_counters;
     RdmaNic* m_nic{nullptr};
     uint32_t m_qpn{0};
