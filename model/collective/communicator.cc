@@ -169,6 +169,9 @@ struct RankState
     std::vector<OutQueue> out;
     std::vector<InQueue> in;
     std::map<std::pair<uint32_t, uint32_t>, uint32_t> inIndex; //!< (peer, channel) -> in queue
+    //! [in queue] the out queues (ascending) with a message that waits for it: an arrival
+    //! re-examines only those, not every queue of the rank (all-to-all has hundreds)
+    std::vector<std::vector<uint32_t>> waiters;
     std::size_t nextToActivate{0};
     uint32_t activeLimit{UINT32_MAX};
     uint32_t active{0};
@@ -741,6 +744,21 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
             q.got.assign(q.expected, false);
             rs.pending += q.expected;
         }
+        rs.waiters.resize(rs.in.size());
+        for (uint32_t qi = 0; qi < rs.out.size(); ++qi)
+        {
+            for (const SendOp& op : rs.out[qi].ops)
+            {
+                for (const auto& dep : op.deps)
+                {
+                    auto& w = rs.waiters[dep.first];
+                    if (w.empty() || w.back() != qi)
+                    {
+                        w.push_back(qi);
+                    }
+                }
+            }
+        }
     }
     for (uint32_t r = 0; r < Size(); ++r)
     {
@@ -767,14 +785,25 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
 void
 Communicator::Post(Run& run, uint32_t r)
 {
-    RankState& rs = run.ranks[r];
-    for (uint32_t qi = 0; qi < rs.out.size(); ++qi)
+    for (uint32_t qi = 0; qi < run.ranks[r].out.size(); ++qi)
     {
-        OutQueue& q = rs.out[qi];
-        if (!q.active)
-        {
-            continue;
-        }
+        PostQueue(run, r, qi);
+    }
+}
+
+// After Post, every queue is blocked (window full, a dependency missing, inactive or done),
+// and only its own completions, its activation or an awaited arrival unblock it; so the
+// handlers below re-examine just those queues, in ascending order as a full scan would.
+void
+Communicator::PostQueue(Run& run, uint32_t r, uint32_t qi)
+{
+    RankState& rs = run.ranks[r];
+    OutQueue& q = rs.out[qi];
+    if (!q.active)
+    {
+        return;
+    }
+    {
         while (q.inflight < q.window && q.next < q.ops.size())
         {
             const SendOp& op = q.ops[q.next];
@@ -837,6 +866,7 @@ Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
     --q.inflight;
     ++q.acked;
     --rs.pending;
+    std::size_t firstNew = rs.nextToActivate;
     if (q.acked == q.ops.size() && q.active)
     {
         q.active = false;
@@ -852,7 +882,12 @@ Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
         Finish(run, r);
         return;
     }
-    Post(run, r);
+    // qi is active or done, so it precedes every queue activated just now.
+    PostQueue(run, r, qi);
+    for (std::size_t n = firstNew; n < rs.nextToActivate; ++n)
+    {
+        PostQueue(run, r, static_cast<uint32_t>(n));
+    }
 }
 
 void
@@ -872,7 +907,10 @@ Communicator::OnReceived(Run& run, uint32_t r, uint32_t src, uint32_t channel, u
         Finish(run, r);
         return;
     }
-    Post(run, r);
+    for (uint32_t qi : rs.waiters[it->second])
+    {
+        PostQueue(run, r, qi);
+    }
 }
 
 void

@@ -125,7 +125,10 @@ class Communicator
     struct Run;
 
     Conn& Connection(uint32_t src, uint32_t dst);
+    /// Posts what every out queue of `rank` may send now (at the start).
     void Post(Run& run, uint32_t rank);
+    /// Posts what out queue `qi` may send now.
+    void PostQueue(Run& run, uint32_t rank, uint32_t qi);
     void OnSent(Run& run, uint32_t rank, uint32_t qi);
     void OnReceived(Run& run, uint32_t rank, uint32_t src, uint32_t channel, uint64_t index);
     void Finish(Run& run, uint32_t rank);
