@@ -52,8 +52,8 @@ RdmaHelper::Connect(uint32_t a, uint32_t b, int32_t plane)
     TypeId::AttributeInformation info;
     bool pinned = tid.LookupAttributeByName("Port", &info);
     bool hasEntropy = tid.LookupAttributeByName("Entropy", &info);
-    Ptr<QueuePair> qa = m_qpFactory.Create<QueuePair>();
-    Ptr<QueuePair> qb = m_qpFactory.Create<QueuePair>();
+    Ptr<QueuePair> qa = m_qpFactory.Create();
+    Ptr<QueuePair> qb = m_qpFactory.Create();
     for (auto& qp : {qa, qb})
     {
         if (pinned)

@@ -1,6 +1,6 @@
 /*
  * Puts RDMA NICs on a fabric's hosts and connects queue pairs between them.
- * The QP flavour (RoCEv2, MetaRoCE) and its attributes come from an ObjectFactory, so the
+ * The QP flavour (RoCEv2, MetaRoCE) and its attributes come from a QueuePairFactory, so the
  * same helper serves both transports and user-defined ones.
  */
 #ifndef METAROCE_RDMA_HELPER_H
@@ -36,7 +36,7 @@ class RdmaHelper
 
     /// Sets the QP type and attributes used by Connect (attribute values as strings).
     void SetQueuePairType(const std::string& typeName);
-    ObjectFactory& QpFactory() { return m_qpFactory; }
+    QueuePairFactory& QpFactory() { return m_qpFactory; }
 
     /// Connects NIC a to NIC b with one QP at each end. Transports pinned to a port (RoCEv2)
     /// get plane `plane`, or the next plane in a round robin of a's connections if plane < 0,
@@ -47,7 +47,7 @@ class RdmaHelper
     Fabric& m_fabric;
     std::vector<Ptr<RdmaNic>> m_nics;
     std::vector<uint32_t> m_nextPlane;
-    ObjectFactory m_qpFactory;
+    QueuePairFactory m_qpFactory;
     FastRng m_rng;
 };
 

@@ -237,7 +237,7 @@ RunRaw(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
 /// Applies the transport's QP type, congestion control and attribute overrides to a factory;
 /// returns the defaults to restore after the run.
 std::vector<std::pair<std::string, std::string>>
-ConfigureTransport(const TransportSpec& t, ObjectFactory& f)
+ConfigureTransport(const TransportSpec& t, QueuePairFactory& f)
 {
     f.SetTypeId(t.qpType);
     for (const auto& [k, v] : t.qpAttributes)
@@ -692,7 +692,7 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
 {
     const CollectiveWorkloadSpec& w = spec.collective;
     TransportSetup setup(spec.transport, fabric, stream);
-    const ObjectFactory& qpf = setup.rdma.QpFactory();
+    const QueuePairFactory& qpf = setup.rdma.QpFactory();
     const std::vector<Ptr<RdmaNic>>& nics = setup.nics;
     // Placement of ranks on NICs.
     uint32_t n = w.ranks == 0 ? fabric.NumNics() : w.ranks;
@@ -837,7 +837,7 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
 {
     const JobWorkloadSpec& job = spec.job;
     TransportSetup setup(spec.transport, fabric, stream);
-    const ObjectFactory& qpf = setup.rdma.QpFactory();
+    const QueuePairFactory& qpf = setup.rdma.QpFactory();
     const std::vector<Ptr<RdmaNic>>& nics = setup.nics;
     const uint32_t n = job.ranks == 0 ? fabric.NumNics() : job.ranks;
 

@@ -31,7 +31,7 @@ struct World : RdmaWorld
     CollectiveResult Run(const std::string& qpType, uint32_t ranks, CollectiveOp op,
                          CollectiveAlgorithm algo, uint64_t bytes, CollectiveConfig cfg = {})
     {
-        ObjectFactory f;
+        QueuePairFactory f;
         f.SetTypeId(qpType);
         if (qpType == "ns3::metaroce::RoceV2QueuePair")
         {
@@ -116,7 +116,7 @@ TEST_CASE("PAT all-gather and reduce-scatter: log2(k) steps, (k-1)/k of S per ra
     }
     SimGuard guard;
     World w(SmallFpf(64, 1, 16));
-    ObjectFactory f;
+    QueuePairFactory f;
     f.SetTypeId(kMeta);
     std::vector<uint32_t> r(64);
     std::iota(r.begin(), r.end(), 0u);
@@ -188,7 +188,7 @@ TEST_CASE("0-byte and 1-rank collectives complete; auto picks by size", "[collec
     CHECK(z.messages == 0);
     auto one = w.Run(kRoce, 1, CollectiveOp::AllToAll, CollectiveAlgorithm::Direct, 1 << 20);
     CHECK(one.messages == 0);
-    ObjectFactory f;
+    QueuePairFactory f;
     f.SetTypeId(kMeta);
     std::vector<uint32_t> r(8);
     std::iota(r.begin(), r.end(), 0u);

@@ -192,7 +192,7 @@ struct Communicator::Run
 // ---------------------------------------------------------------- set-up
 
 Communicator::Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<RdmaNic>>* nics,
-                           ObjectFactory qpFactory, CollectiveConfig cfg)
+                           QueuePairFactory qpFactory, CollectiveConfig cfg)
     : m_ranks(std::move(ranks))
     , m_nics(nics)
     , m_qpFactory(std::move(qpFactory))
@@ -253,8 +253,8 @@ Communicator::Connection(uint32_t src, uint32_t dst)
     uint32_t planes = a->GetNPorts();
     for (uint32_t i = 0; i < nqp; ++i)
     {
-        Ptr<QueuePair> qa = m_qpFactory.Create<QueuePair>();
-        Ptr<QueuePair> qb = m_qpFactory.Create<QueuePair>();
+        Ptr<QueuePair> qa = m_qpFactory.Create();
+        Ptr<QueuePair> qb = m_qpFactory.Create();
         if (!m_multiplexed)
         {
             // A pinned QP per channel: channels spread over the planes, as NCCL spreads

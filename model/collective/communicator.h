@@ -100,7 +100,7 @@ class Communicator
   public:
     /// ranks[i] = the NIC id of rank i; nics indexed by NIC id; qpFactory makes the transport.
     Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<RdmaNic>>* nics,
-                 ObjectFactory qpFactory, CollectiveConfig cfg);
+                 QueuePairFactory qpFactory, CollectiveConfig cfg);
     ~Communicator();
 
     uint32_t Size() const { return static_cast<uint32_t>(m_ranks.size()); }
@@ -136,7 +136,7 @@ class Communicator
 
     std::vector<uint32_t> m_ranks;
     const std::vector<Ptr<RdmaNic>>* m_nics;
-    ObjectFactory m_qpFactory;
+    QueuePairFactory m_qpFactory;
     CollectiveConfig m_cfg;
     bool m_multiplexed; //!< one QP per peer carrying channels as streams (MetaRoCE)
     std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<Conn>> m_conns;

@@ -21,8 +21,26 @@ template <typename T> class Ring
 {
   public:
     Ring() = default;
-    Ring(const Ring&) = delete;
-    Ring& operator=(const Ring&) = delete;
+
+    /// A copy holds copies of the elements (queue-pair prototypes are copied, see Clone).
+    Ring(const Ring& o)
+    {
+        for (uint32_t i = 0; i < o.m_size; ++i)
+        {
+            T v(o.At(i));
+            PushBack(std::move(v));
+        }
+    }
+
+    Ring& operator=(const Ring& o)
+    {
+        if (this != &o)
+        {
+            Ring copy(o);
+            *this = std::move(copy);
+        }
+        return *this;
+    }
 
     Ring(Ring&& o) noexcept
         : m_buf(o.m_buf)

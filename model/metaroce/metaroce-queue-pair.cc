@@ -144,6 +144,14 @@ MetaRoceQueuePair::MetaRoceQueuePair()
 
 MetaRoceQueuePair::~MetaRoceQueuePair() = default;
 
+Ptr<QueuePair>
+MetaRoceQueuePair::Clone() const
+{
+    NS_ASSERT_MSG(GetNic() == nullptr, "only a QP never attached is a prototype");
+    // A never-attached QP holds only its configuration: a member-wise copy is a fresh QP.
+    return CopyObject<MetaRoceQueuePair>(this);
+}
+
 void
 MetaRoceQueuePair::DoDispose()
 {
@@ -184,9 +192,7 @@ MetaRoceQueuePair::EnsureInit()
     m_cc.rateBps = line;
     m_cc.mtu = m_mtu;
     m_cc.onRateChange = [this]() { WakeAll(); };
-    ObjectFactory f;
-    f.SetTypeId(m_ccType);
-    m_ccOps = f.Create<RdmaCongestionOps>()->Fork();
+    m_ccOps = NewCongestionOps(m_ccType);
     m_ccOps->Init(m_cc);
     m_hint = MetaRoceRateHint::Of(m_nic);
     // Exact-size path tables: a QP that never grows keeps no spare capacity (millions of QPs).

@@ -65,6 +65,7 @@ class MetaRoceQueuePair : public QueuePair
         PATH_RETIRED
     };
 
+    Ptr<QueuePair> Clone() const override;
     PullResult PullFrame(uint32_t port, FabricFrame& out) override;
     void Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h) override;
     void NotifyPortState(uint32_t port, bool up) override;

@@ -75,6 +75,14 @@ RoceV2QueuePair::RoceV2QueuePair()
 
 RoceV2QueuePair::~RoceV2QueuePair() = default;
 
+Ptr<QueuePair>
+RoceV2QueuePair::Clone() const
+{
+    NS_ASSERT_MSG(GetNic() == nullptr, "only a QP never attached is a prototype");
+    // A never-attached QP holds only its configuration: a member-wise copy is a fresh QP.
+    return CopyObject<RoceV2QueuePair>(this);
+}
+
 void
 RoceV2QueuePair::DoDispose()
 {
@@ -113,10 +121,7 @@ RoceV2QueuePair::EnsureCc()
         // A new rate re-times the next packet from the last one sent.
         Wake();
     };
-    ObjectFactory f;
-    f.SetTypeId(m_ccType);
-    Ptr<RdmaCongestionOps> proto = f.Create<RdmaCongestionOps>();
-    m_ccOps = proto->Fork();
+    m_ccOps = NewCongestionOps(m_ccType);
     m_ccOps->Init(m_cc);
 }
 

@@ -26,6 +26,7 @@ class RoceV2QueuePair : public QueuePair
     RoceV2QueuePair();
     ~RoceV2QueuePair() override;
 
+    Ptr<QueuePair> Clone() const override;
     PullResult PullFrame(uint32_t port, FabricFrame& out) override;
     void Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h) override;
 

@@ -5,6 +5,7 @@
 #include "ns3/abort.h"
 #include "ns3/log.h"
 #include "ns3/simulator.h"
+#include "ns3/type-id.h"
 #include "ns3/uinteger.h"
 
 namespace ns3
@@ -60,6 +61,56 @@ QueuePair::GetTypeId()
 }
 
 QueuePair::QueuePair() = default;
+
+Ptr<RdmaCongestionOps>
+QueuePair::NewCongestionOps(TypeId type) const
+{
+    if (m_ccProto && m_ccProto->GetInstanceTypeId() == type)
+    {
+        return m_ccProto->Fork();
+    }
+    ObjectFactory f;
+    f.SetTypeId(type);
+    return f.Create<RdmaCongestionOps>()->Fork();
+}
+
+void
+QueuePairFactory::SetTypeId(TypeId tid)
+{
+    m_factory.SetTypeId(tid);
+    m_proto = nullptr;
+}
+
+void
+QueuePairFactory::SetTypeId(const std::string& name)
+{
+    m_factory.SetTypeId(name);
+    m_proto = nullptr;
+}
+
+void
+QueuePairFactory::Set(const std::string& name, const AttributeValue& value)
+{
+    m_factory.Set(name, value);
+    m_proto = nullptr;
+}
+
+Ptr<QueuePair>
+QueuePairFactory::Create() const
+{
+    if (!m_proto)
+    {
+        m_proto = m_factory.Create<QueuePair>();
+        TypeIdValue cc;
+        if (m_proto->GetAttributeFailSafe("CongestionControl", cc))
+        {
+            ObjectFactory f;
+            f.SetTypeId(cc.Get());
+            m_proto->SetCongestionPrototype(f.Create<RdmaCongestionOps>());
+        }
+    }
+    return m_proto->Clone();
+}
 
 QueuePair::~QueuePair() = default;
 
