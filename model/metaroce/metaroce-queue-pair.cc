@@ -998,13 +998,19 @@ MetaRoceQueuePair::MaybeGrow(int64_t now)
 void
 MetaRoceQueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
 {
-    EnsureInit();
     if (h.opcode == RdmaOpcode::PathData)
     {
+        // Receiving needs only the NIC's rate hint: a QP that only receives (one direction
+        // of a collective's connection) never builds paths, planes or congestion state.
+        if (!m_hint)
+        {
+            m_hint = MetaRoceRateHint::Of(m_nic);
+        }
         ReceiveData(port, frame, h);
     }
     else if (h.opcode == RdmaOpcode::PathAck)
     {
+        EnsureInit();
         ReceiveAck(port, h);
     }
 }
