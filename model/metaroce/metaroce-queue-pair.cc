@@ -1019,11 +1019,18 @@ void
 MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
 {
     m_hint->OnData(this);
-    if (h.path >= m_rx.size())
+    if (h.path >= m_rxSlot.size())
     {
-        m_rx.resize(h.path + 1);
+        m_rxSlot.resize(h.path + 1u, 0);
     }
-    RPath& r = m_rx[h.path];
+    if (m_rxSlot[h.path] == 0)
+    {
+        // Exact growth: most connections see a few paths, and there are millions of them.
+        m_rx.reserve(m_rx.size() + 1);
+        m_rx.emplace_back();
+        m_rxSlot[h.path] = static_cast<uint16_t>(m_rx.size());
+    }
+    RPath& r = m_rx[m_rxSlot[h.path] - 1];
     if (!r.init || static_cast<int8_t>(h.epoch - r.epoch) > 0)
     {
         r = RPath();
@@ -1101,9 +1108,9 @@ MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHead
 void
 MetaRoceQueuePair::FlushAcks()
 {
-    for (uint32_t i = 0; i < m_rx.size(); ++i)
+    for (uint32_t i = 0; i < m_rxSlot.size(); ++i)
     {
-        if (m_rx[i].init && m_rx[i].unacked > 0)
+        if (m_rxSlot[i] != 0 && m_rx[m_rxSlot[i] - 1].init && m_rx[m_rxSlot[i] - 1].unacked > 0)
         {
             SendPathAck(i);
         }
@@ -1113,7 +1120,7 @@ MetaRoceQueuePair::FlushAcks()
 void
 MetaRoceQueuePair::SendPathAck(uint32_t pathId)
 {
-    RPath& r = m_rx[pathId];
+    RPath& r = m_rx[m_rxSlot[pathId] - 1];
     RdmaHeader a;
     a.opcode = RdmaOpcode::PathAck;
     a.destQpn = m_remoteQpn;

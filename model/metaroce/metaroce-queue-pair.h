@@ -286,7 +286,8 @@ class MetaRoceQueuePair : public QueuePair
     PathCounters m_pc;
 
     // receiver
-    std::vector<RPath> m_rx;
+    std::vector<RPath> m_rx;        //!< the paths heard from, in order of first packet
+    std::vector<uint16_t> m_rxSlot; //!< [path id] 1 + index in m_rx; 0: not heard from
     Ptr<MetaRoceRateHint> m_hint;
     EventId m_ackFlush;
 
