@@ -290,3 +290,37 @@ TEST_CASE("MetaRoCE: connection state stays bounded while messages stream", "[me
     }
     CHECK(tx->GetNPathSlots() <= 64);
 }
+
+TEST_CASE("MetaRoCE: the receiving end of a connection builds no sender state", "[metaroce]")
+{
+    SimGuard guard;
+    World w(kLab);
+    auto [tx, rx] = w.Connect(0, 1);
+    tx->PostSend(1 << 20);
+    Simulator::Run();
+    CHECK(rx->GetCounters().bytesDelivered == 1 << 20);
+    CHECK(tx->GetNPathSlots() == 12); // MinPaths
+    CHECK(rx->GetNPathSlots() == 0);  // it only received: no paths, planes or windows
+    CHECK_FALSE(rx->GetCongestionControl());
+}
+
+TEST_CASE("QueuePairFactory: copies of one prototype, each with its own state", "[metaroce]")
+{
+    SimGuard guard;
+    World w(kLab);
+    QueuePairFactory& f = w.rdma->QpFactory();
+    f.Set("MinPaths", UintegerValue(5));
+    auto [a, b] = w.Connect(0, 1);
+    f.Set("MinPaths", UintegerValue(3)); // a later Set reaches the QPs made after it
+    auto [c, d] = w.Connect(0, 1);
+    a->PostSend(64 << 10);
+    c->PostSend(64 << 10);
+    Simulator::Run();
+    CHECK(a->GetNPathSlots() == 5);
+    CHECK(c->GetNPathSlots() == 3);
+    CHECK(b->GetCounters().bytesDelivered == 64 << 10);
+    CHECK(d->GetCounters().bytesDelivered == 64 << 10);
+    CHECK(a->GetCongestionControl() != c->GetCongestionControl()); // one instance per QP
+    CHECK(a->GetCongestionControl()->GetInstanceTypeId() == MetaRoceAimd::GetTypeId());
+    CHECK(a->GetQpn() != c->GetQpn());
+}
