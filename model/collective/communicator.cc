@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 namespace ns3
 {
@@ -168,7 +169,8 @@ struct RankState
 {
     std::vector<OutQueue> out;
     std::vector<InQueue> in;
-    std::map<std::pair<uint32_t, uint32_t>, uint32_t> inIndex; //!< (peer, channel) -> in queue
+    //! (peer << 32 | channel) -> in queue; hashed: every arrival looks it up
+    std::unordered_map<uint64_t, uint32_t> inIndex;
     //! [in queue] the out queues (ascending) with a message that waits for it: an arrival
     //! re-examines only those, not every queue of the rank (all-to-all has hundreds)
     std::vector<std::vector<uint32_t>> waiters;
@@ -360,7 +362,7 @@ PartOf(uint64_t bytes, uint64_t parts, uint64_t i)
 uint32_t
 AddIn(RankState& r, uint32_t peer, uint32_t channel, uint64_t expected)
 {
-    auto key = std::make_pair(peer, channel);
+    uint64_t key = static_cast<uint64_t>(peer) << 32 | channel;
     auto it = r.inIndex.find(key);
     if (it != r.inIndex.end())
     {
@@ -894,7 +896,7 @@ void
 Communicator::OnReceived(Run& run, uint32_t r, uint32_t src, uint32_t channel, uint64_t index)
 {
     RankState& rs = run.ranks[r];
-    auto it = rs.inIndex.find({src, channel});
+    auto it = rs.inIndex.find(static_cast<uint64_t>(src) << 32 | channel);
     NS_ABORT_MSG_IF(it == rs.inIndex.end(), "collective: a message nobody expected arrived");
     InQueue& q = rs.in[it->second];
     uint64_t i = index - q.base;
