@@ -7,6 +7,7 @@
 #include "model/metaroce/metaroce-rate-hint.h"
 #include "test-util.h"
 
+#include "ns3/boolean.h"
 #include "ns3/uinteger.h"
 
 #include <catch2/catch.hpp>
@@ -323,4 +324,46 @@ TEST_CASE("QueuePairFactory: copies of one prototype, each with its own state", 
     CHECK(a->GetCongestionControl() != c->GetCongestionControl()); // one instance per QP
     CHECK(a->GetCongestionControl()->GetInstanceTypeId() == MetaRoceAimd::GetTypeId());
     CHECK(a->GetQpn() != c->GetQpn());
+}
+
+TEST_CASE("MetaRoCE OpenPathsOnFirstUse: a plane's share of paths opens with its first data",
+          "[metaroce]")
+{
+    SimGuard guard;
+    World w(kLab);
+    w.rdma->QpFactory().Set("OpenPathsOnFirstUse", BooleanValue(true));
+    auto [small, smallRx] = w.Connect(0, 1);
+    auto [big, bigRx] = w.Connect(0, 1);
+    small->PostSend(4096);
+    big->PostSend(8 << 20);
+    Simulator::Run();
+    // 12 paths over 8 planes: a plane's share is one or two, and one packet needs one plane.
+    CHECK(small->GetNPathSlots() >= 1);
+    CHECK(small->GetNPathSlots() <= 2);
+    CHECK(big->GetNPathSlots() == 12);
+    for (auto qp : {smallRx, bigRx})
+    {
+        CHECK(qp->GetCounters().duplicatePackets == 0);
+    }
+    CHECK(smallRx->GetCounters().bytesDelivered == 4096);
+    CHECK(bigRx->GetCounters().bytesDelivered == 8 << 20);
+    CHECK(big->GetCounters().retransmittedPackets == 0);
+}
+
+TEST_CASE("MetaRoCE OpenPathsOnFirstUse: paths owed to a failed plane open on the others",
+          "[metaroce][failover]")
+{
+    SimGuard guard;
+    World w(kLab);
+    w.rdma->QpFactory().Set("OpenPathsOnFirstUse", BooleanValue(true));
+    auto [tx, rx] = w.Connect(0, 1);
+    tx->PostSend(4096); // opens the first pulling plane's share only
+    Simulator::Schedule(MicroSeconds(20), [&]() { w.fabric->SetPlaneUp(3, false); });
+    Simulator::Schedule(MicroSeconds(30), [&]() { tx->PostSend(8 << 20); });
+    Simulator::Stop(MicroSeconds(2000));
+    Simulator::Run();
+    CHECK(tx->GetActivePathsOnPlane(3) == 0);
+    CHECK(tx->GetActivePaths() >= 12);
+    CHECK(rx->GetCounters().bytesDelivered == 4096 + (8 << 20));
+    CHECK(rx->GetCounters().duplicatePackets == 0);
 }

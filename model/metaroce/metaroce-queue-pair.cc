@@ -119,6 +119,15 @@ MetaRoceQueuePair::GetTypeId()
                           "is window-limited and no ECN was seen for an RTT.",
                           BooleanValue(true), MakeBooleanAccessor(&MetaRoceQueuePair::m_growPaths),
                           MakeBooleanChecker())
+            .AddAttribute("OpenPathsOnFirstUse",
+                          "Open a plane's share of MinPaths when the plane first has data to "
+                          "send, instead of all MinPaths at the connection's first message. "
+                          "A connection that sends one packet then holds one or two paths' "
+                          "state, not twelve (memory at 100k ranks); paths get other entropies, "
+                          "so results differ from the default. Assumption: false.",
+                          BooleanValue(false),
+                          MakeBooleanAccessor(&MetaRoceQueuePair::m_openOnFirstUse),
+                          MakeBooleanChecker())
             .AddAttribute("SprayPolicy", "How a chunk picks among a plane's eligible paths.",
                           EnumValue(ROUND_ROBIN), MakeEnumAccessor(&MetaRoceQueuePair::m_policy),
                           MakeEnumChecker(ROUND_ROBIN, "RoundRobin", LEAST_LOADED, "LeastLoaded",
@@ -196,11 +205,34 @@ MetaRoceQueuePair::EnsureInit()
     m_ccOps->Init(m_cc);
     m_hint = MetaRoceRateHint::Of(m_nic);
     // Exact-size path tables: a QP that never grows keeps no spare capacity (millions of QPs).
-    m_paths.reserve(std::min(m_minPaths, m_maxPaths));
-    m_cc.paths.reserve(std::min(m_minPaths, m_maxPaths));
+    if (!m_openOnFirstUse)
+    {
+        m_paths.reserve(std::min(m_minPaths, m_maxPaths));
+        m_cc.paths.reserve(std::min(m_minPaths, m_maxPaths));
+    }
     for (uint32_t i = 0; i < m_minPaths && i < m_maxPaths; ++i)
     {
-        OpenPath(LeastPopulatedPlane());
+        if (m_openOnFirstUse)
+        {
+            ++m_planes[LeastPopulatedPlane()].owed; // opened by the plane's first PullFrame
+        }
+        else
+        {
+            OpenPath(LeastPopulatedPlane());
+        }
+    }
+}
+
+void
+MetaRoceQueuePair::OpenOwedPaths()
+{
+    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    {
+        while (m_planes[p].owed > 0)
+        {
+            --m_planes[p].owed;
+            OpenPath(p);
+        }
     }
 }
 
@@ -221,7 +253,7 @@ MetaRoceQueuePair::LeastPopulatedPlane() const
         {
             continue;
         }
-        uint32_t n = 0;
+        uint32_t n = m_planes[p].owed;
         for (uint16_t i : m_planes[p].paths)
         {
             n += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
@@ -236,7 +268,7 @@ MetaRoceQueuePair::LeastPopulatedPlane() const
 }
 
 uint32_t
-MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state)
+MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state, bool wake)
 {
     uint32_t slot = static_cast<uint32_t>(m_paths.size());
     for (uint32_t i = 0; i < m_paths.size(); ++i)
@@ -272,7 +304,10 @@ MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state)
         c.maxCwndBytes, static_cast<double>(state == PATH_PROBING ? 1 : m_initialWindow) * m_mtu);
     m_planes[plane].paths.push_back(static_cast<uint16_t>(slot));
     ++m_pc.pathsOpened;
-    Wake(plane);
+    if (wake)
+    {
+        Wake(plane);
+    }
     return slot;
 }
 
@@ -612,6 +647,17 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         {
             return PullResult::Nothing; // an ACK will reopen it
         }
+        if (pl.owed > 0)
+        {
+            // This plane's first data: open its share of the paths (exact-size tables).
+            m_paths.reserve(m_paths.size() + pl.owed);
+            m_cc.paths.reserve(m_cc.paths.size() + pl.owed);
+            while (pl.owed > 0)
+            {
+                --pl.owed;
+                OpenPath(port, PATH_ACTIVE, false); // the NIC is pulling this plane now
+            }
+        }
         int32_t s = SelectPath(port, now);
         if (s < 0)
         {
@@ -823,7 +869,9 @@ MetaRoceQueuePair::AvoidPlane(uint32_t plane, int64_t now)
         m_pc.firstPlaneAvoidedPs = now;
     }
     m_planeTrace(plane, false);
-    uint32_t lost = 0;
+    uint32_t lost = pl.owed;
+    pl.owed = 0;
+    OpenOwedPaths();
     for (uint16_t i : std::vector<uint16_t>(pl.paths.begin(), pl.paths.end()))
     {
         lost += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
@@ -874,6 +922,7 @@ MetaRoceQueuePair::Rebalance()
 {
     // Even spread over the usable planes: open paths on planes below the mean and let the
     // surplus of the others drain (no data is cut off in flight).
+    OpenOwedPaths();
     uint32_t usable = 0;
     uint32_t total = 0;
     for (uint32_t p = 0; p < m_planes.size(); ++p)
@@ -928,8 +977,10 @@ MetaRoceQueuePair::NotifyPortState(uint32_t port, bool up)
     if (!up)
     {
         // The NIC sees its own link fail: no need to wait for timeouts.
+        uint32_t lost = pl.owed; // owed here: opened on the other planes instead
+        pl.owed = 0;
+        OpenOwedPaths();
         pl.linkUp = false;
-        uint32_t lost = 0;
         for (uint16_t i : std::vector<uint16_t>(pl.paths.begin(), pl.paths.end()))
         {
             lost += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
@@ -984,6 +1035,7 @@ MetaRoceQueuePair::MaybeGrow(int64_t now)
     double bdp = m_cc.rateBps / 8e12 * static_cast<double>(m_qpMinRttPs); // base RTT
     uint32_t target = static_cast<uint32_t>(std::ceil(bdp / cap));
     target = std::min(target, m_maxPaths);
+    OpenOwedPaths();
     for (uint32_t k = active; k < target; ++k)
     {
         OpenPath(LeastPopulatedPlane());

@@ -207,14 +207,18 @@ class MetaRoceQueuePair : public QueuePair
         bool linkUp{true};
         bool avoided{false};
         uint32_t retiredInRow{0};
-        uint32_t rr{0}; //!< round-robin cursor
+        uint16_t owed{0}; //!< paths of this plane's share not opened yet (OpenPathsOnFirstUse)
+        uint32_t rr{0};   //!< round-robin cursor
         //! slots of the paths on this plane (any state but retired); a few fit inline, so
         //! millions of QPs need no allocation per plane
         boost::container::small_vector<uint16_t, 4> paths;
     };
 
     void EnsureInit();
-    uint32_t OpenPath(uint32_t plane, PathState state = PATH_ACTIVE);
+    /// wake: tell the NIC the plane has work (not from inside PullFrame, which would re-enter).
+    uint32_t OpenPath(uint32_t plane, PathState state = PATH_ACTIVE, bool wake = true);
+    /// Opens every path still owed (before the path set is restructured).
+    void OpenOwedPaths();
     void RetirePath(uint32_t i);
     void MoveInflightToRetx(uint32_t i);
     /// Drops the records at the front that need nothing more (acked, or lost and resent).
@@ -262,6 +266,7 @@ class MetaRoceQueuePair : public QueuePair
     Time m_probeInterval;
     Time m_idleTimeout;
     bool m_growPaths{true};
+    bool m_openOnFirstUse{false};
     SprayPolicy m_policy{ROUND_ROBIN};
     TypeId m_ccType;
 

@@ -90,7 +90,7 @@ RdmaNic::NotifyReady(QueuePair* qp, uint32_t port)
         m_ports[port].ready.PushBack(std::move(qp));
     }
     FabricNetDevice* dev = m_ports[port].dev;
-    if (!dev->IsBusy() && dev->GetQueuePackets() == 0)
+    if (!m_ports[port].pulling && !dev->IsBusy() && dev->GetQueuePackets() == 0)
     {
         Arbitrate(port);
     }
@@ -110,7 +110,9 @@ RdmaNic::Arbitrate(uint32_t port)
         QueuePair* qp = p.ready.PopFront();
         m_readyMask[qp->GetQpn()] &= ~bit;
         FabricFrame f;
+        p.pulling = true;
         PullResult r = qp->PullFrame(port, f);
+        p.pulling = false;
         if (r == PullResult::Nothing)
         {
             continue;

@@ -65,6 +65,7 @@ class RdmaNic : public Object, public FabricFrameReceiver
     {
         FabricNetDevice* dev{nullptr};
         Ring<QueuePair*> ready; //!< QPs with something for this port, round-robin
+        bool pulling{false};    //!< inside Arbitrate: a QP's NotifyReady must not re-enter
     };
 
     void Arbitrate(uint32_t port);
