@@ -805,57 +805,55 @@ Communicator::PostQueue(Run& run, uint32_t r, uint32_t qi)
     {
         return;
     }
+    while (q.inflight < q.window && q.next < q.ops.size())
     {
-        while (q.inflight < q.window && q.next < q.ops.size())
+        const SendOp& op = q.ops[q.next];
+        bool ready = true;
+        for (const auto& [in, idx] : op.deps)
         {
-            const SendOp& op = q.ops[q.next];
-            bool ready = true;
-            for (const auto& [in, idx] : op.deps)
-            {
-                ready = ready && rs.in[in].got[idx];
-            }
-            if (!ready)
-            {
-                break;
-            }
-            ++q.next;
-            ++q.inflight;
-            rs.sentBytes += op.bytes;
-            Conn& c = Connection(r, q.peer);
-            uint64_t index = c.sent[q.channel]++;
-            Ptr<QueuePair> qp;
-            uint16_t stream = 0;
-            if (m_multiplexed)
-            {
-                qp = c.tx[0];
-                stream = static_cast<uint16_t>(q.channel);
-            }
-            else
-            {
-                uint32_t qpc = m_cfg.qpsPerConnection;
-                qp = c.tx[q.channel * qpc + index % qpc];
-            }
-            uint64_t bytes = op.bytes;
-            auto send = [this, qp, bytes, stream, r, qi]()
-            {
-                qp->PostSend(bytes, stream,
-                             [this, r, qi](const RdmaCompletion&)
+            ready = ready && rs.in[in].got[idx];
+        }
+        if (!ready)
+        {
+            break;
+        }
+        ++q.next;
+        ++q.inflight;
+        rs.sentBytes += op.bytes;
+        Conn& c = Connection(r, q.peer);
+        uint64_t index = c.sent[q.channel]++;
+        Ptr<QueuePair> qp;
+        uint16_t stream = 0;
+        if (m_multiplexed)
+        {
+            qp = c.tx[0];
+            stream = static_cast<uint16_t>(q.channel);
+        }
+        else
+        {
+            uint32_t qpc = m_cfg.qpsPerConnection;
+            qp = c.tx[q.channel * qpc + index % qpc];
+        }
+        uint64_t bytes = op.bytes;
+        auto send = [this, qp, bytes, stream, r, qi]()
+        {
+            qp->PostSend(bytes, stream,
+                         [this, r, qi](const RdmaCompletion&)
+                         {
+                             if (m_run)
                              {
-                                 if (m_run)
-                                 {
-                                     OnSent(*m_run, r, qi);
-                                 }
-                             });
-            };
-            if (op.reduce && m_cfg.reducePsPerByte > 0)
-            {
-                Simulator::Schedule(
-                    PicoSeconds(static_cast<int64_t>(bytes * m_cfg.reducePsPerByte)), send);
-            }
-            else
-            {
-                send();
-            }
+                                 OnSent(*m_run, r, qi);
+                             }
+                         });
+        };
+        if (op.reduce && m_cfg.reducePsPerByte > 0)
+        {
+            Simulator::Schedule(PicoSeconds(static_cast<int64_t>(bytes * m_cfg.reducePsPerByte)),
+                                send);
+        }
+        else
+        {
+            send();
         }
     }
 }

@@ -74,7 +74,6 @@ class QueuePair : public Object
     RdmaNic* GetNic() const { return m_nic; }
     uint32_t GetMtu() const { return m_mtu; }
 
-    /// The NIC's arbiter asks for the next frame to send on `port`.
     /// A new QP configured as this one (attributes, congestion control), with fresh state.
     /// Only for a QP never attached to a NIC: QueuePairFactory's prototype.
     virtual Ptr<QueuePair> Clone() const = 0;
@@ -82,6 +81,7 @@ class QueuePair : public Object
     /// factory; without it each QP builds its own from its CongestionControl type).
     void SetCongestionPrototype(Ptr<RdmaCongestionOps> proto) { m_ccProto = proto; }
 
+    /// The NIC's arbiter asks for the next frame to send on `port`.
     virtual PullResult PullFrame(uint32_t port, FabricFrame& out) = 0;
     /// A frame for this QP arrived on `port` (its RdmaHeader already removed into h).
     virtual void Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h) = 0;
@@ -151,9 +151,9 @@ class QueuePair : public Object
         return bytes == 0 ? 1 : static_cast<uint32_t>((bytes + m_mtu - 1) / m_mtu);
     }
 
-    /// Builds a frame to the remote NIC carrying h and `payload` bytes.
     /// This QP's own instance of congestion control `type`.
     Ptr<RdmaCongestionOps> NewCongestionOps(TypeId type) const;
+    /// Builds a frame to the remote NIC carrying h and `payload` bytes.
     FabricFrame MakeFrame(const RdmaHeader& h, uint32_t payload, uint16_t entropy, bool data);
     /// Receiver: records a data packet's payload; returns false if it was a duplicate.
     /// trackPlacement: keep a per-packet bitmap (out-of-order transports).
