@@ -35,6 +35,16 @@ struct World : RdmaWorld
 };
 
 const char* kLab = "topologies/fpf-8x100g-lab.json";
+
+/// The lab with MetaRoCE QPs that open a plane's paths with its first data.
+struct FirstUseWorld : World
+{
+    FirstUseWorld()
+        : World(kLab)
+    {
+        rdma->QpFactory().Set("OpenPathsOnFirstUse", BooleanValue(true));
+    }
+};
 } // namespace
 
 TEST_CASE("MetaRoCE: one dropped packet, exactly one retransmission", "[metaroce]")
@@ -330,8 +340,7 @@ TEST_CASE("MetaRoCE OpenPathsOnFirstUse: a plane's share of paths opens with its
           "[metaroce]")
 {
     SimGuard guard;
-    World w(kLab);
-    w.rdma->QpFactory().Set("OpenPathsOnFirstUse", BooleanValue(true));
+    FirstUseWorld w;
     auto [small, smallRx] = w.Connect(0, 1);
     auto [big, bigRx] = w.Connect(0, 1);
     small->PostSend(4096);
@@ -354,8 +363,7 @@ TEST_CASE("MetaRoCE OpenPathsOnFirstUse: paths owed to a failed plane open on th
           "[metaroce][failover]")
 {
     SimGuard guard;
-    World w(kLab);
-    w.rdma->QpFactory().Set("OpenPathsOnFirstUse", BooleanValue(true));
+    FirstUseWorld w;
     auto [tx, rx] = w.Connect(0, 1);
     tx->PostSend(4096); // opens the first pulling plane's share only
     Simulator::Schedule(MicroSeconds(20), [&]() { w.fabric->SetPlaneUp(3, false); });
