@@ -169,7 +169,7 @@ struct RankState
 {
     std::vector<OutQueue> out;
     std::vector<InQueue> in;
-    //! (peer << 32 | channel) -> in queue; hashed: every arrival looks it up
+    //! InKey(peer, channel) -> in queue; hashed: every arrival looks it up
     std::unordered_map<uint64_t, uint32_t> inIndex;
     //! [in queue] the out queues (ascending) with a message that waits for it: an arrival
     //! re-examines only those, not every queue of the rank (all-to-all has hundreds)
@@ -182,6 +182,26 @@ struct RankState
     bool done{false};
     int64_t donePs{0};
 };
+
+namespace
+{
+uint64_t
+InKey(uint32_t peer, uint32_t channel)
+{
+    return static_cast<uint64_t>(peer) << 32 | channel;
+}
+
+/// Activates out queues in order while the rank has room (NCCL's p2p peers in flight).
+void
+ActivateQueues(RankState& rs)
+{
+    while (rs.nextToActivate < rs.out.size() && rs.active < rs.activeLimit)
+    {
+        rs.out[rs.nextToActivate++].active = true;
+        ++rs.active;
+    }
+}
+} // namespace
 
 struct Communicator::Run
 {
@@ -362,7 +382,7 @@ PartOf(uint64_t bytes, uint64_t parts, uint64_t i)
 uint32_t
 AddIn(RankState& r, uint32_t peer, uint32_t channel, uint64_t expected)
 {
-    uint64_t key = static_cast<uint64_t>(peer) << 32 | channel;
+    uint64_t key = InKey(peer, channel);
     auto it = r.inIndex.find(key);
     if (it != r.inIndex.end())
     {
@@ -765,11 +785,7 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
     for (uint32_t r = 0; r < Size(); ++r)
     {
         RankState& rs = run.ranks[r];
-        while (rs.nextToActivate < rs.out.size() && rs.active < rs.activeLimit)
-        {
-            rs.out[rs.nextToActivate++].active = true;
-            ++rs.active;
-        }
+        ActivateQueues(rs);
     }
     for (uint32_t r = 0; r < Size(); ++r)
     {
@@ -871,11 +887,7 @@ Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
     {
         q.active = false;
         --rs.active;
-        while (rs.nextToActivate < rs.out.size() && rs.active < rs.activeLimit)
-        {
-            rs.out[rs.nextToActivate++].active = true;
-            ++rs.active;
-        }
+        ActivateQueues(rs);
     }
     if (rs.pending == 0)
     {
@@ -894,7 +906,7 @@ void
 Communicator::OnReceived(Run& run, uint32_t r, uint32_t src, uint32_t channel, uint64_t index)
 {
     RankState& rs = run.ranks[r];
-    auto it = rs.inIndex.find(static_cast<uint64_t>(src) << 32 | channel);
+    auto it = rs.inIndex.find(InKey(src, channel));
     NS_ABORT_MSG_IF(it == rs.inIndex.end(), "collective: a message nobody expected arrived");
     InQueue& q = rs.in[it->second];
     uint64_t i = index - q.base;

@@ -224,15 +224,24 @@ MetaRoceQueuePair::EnsureInit()
 }
 
 void
+MetaRoceQueuePair::OpenOwed(uint32_t plane, bool wake)
+{
+    Plane& pl = m_planes[plane];
+    m_paths.reserve(m_paths.size() + pl.owed); // exact-size tables
+    m_cc.paths.reserve(m_cc.paths.size() + pl.owed);
+    while (pl.owed > 0)
+    {
+        --pl.owed; // first: a wake may pull this plane at once
+        OpenPath(plane, PATH_ACTIVE, wake);
+    }
+}
+
+void
 MetaRoceQueuePair::OpenOwedPaths()
 {
     for (uint32_t p = 0; p < m_planes.size(); ++p)
     {
-        while (m_planes[p].owed > 0)
-        {
-            --m_planes[p].owed;
-            OpenPath(p);
-        }
+        OpenOwed(p, true);
     }
 }
 
@@ -647,17 +656,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         {
             return PullResult::Nothing; // an ACK will reopen it
         }
-        if (pl.owed > 0)
-        {
-            // This plane's first data: open its share of the paths (exact-size tables).
-            m_paths.reserve(m_paths.size() + pl.owed);
-            m_cc.paths.reserve(m_cc.paths.size() + pl.owed);
-            while (pl.owed > 0)
-            {
-                --pl.owed;
-                OpenPath(port, PATH_ACTIVE, false); // the NIC is pulling this plane now
-            }
-        }
+        OpenOwed(port, false); // this plane's first data opens its share of the paths
         int32_t s = SelectPath(port, now);
         if (s < 0)
         {
@@ -857,11 +856,9 @@ MetaRoceQueuePair::PathTimeout(uint32_t i, int64_t now)
     WakeAll();
 }
 
-void
-MetaRoceQueuePair::AvoidPlane(uint32_t plane, int64_t now)
+uint32_t
+MetaRoceQueuePair::LeavePlane(uint32_t plane, int64_t now)
 {
-    Plane& pl = m_planes[plane];
-    pl.avoided = true;
     ++m_pc.planeFailovers;
     m_pc.lastPlaneAvoidedPs = now;
     if (m_pc.firstPlaneAvoidedPs < 0)
@@ -869,7 +866,8 @@ MetaRoceQueuePair::AvoidPlane(uint32_t plane, int64_t now)
         m_pc.firstPlaneAvoidedPs = now;
     }
     m_planeTrace(plane, false);
-    uint32_t lost = pl.owed;
+    Plane& pl = m_planes[plane];
+    uint32_t lost = pl.owed; // paths owed here open on the other planes instead
     pl.owed = 0;
     OpenOwedPaths();
     for (uint16_t i : std::vector<uint16_t>(pl.paths.begin(), pl.paths.end()))
@@ -877,6 +875,15 @@ MetaRoceQueuePair::AvoidPlane(uint32_t plane, int64_t now)
         lost += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
         RetirePath(i);
     }
+    return lost;
+}
+
+void
+MetaRoceQueuePair::AvoidPlane(uint32_t plane, int64_t now)
+{
+    Plane& pl = m_planes[plane];
+    pl.avoided = true;
+    uint32_t lost = LeavePlane(plane, now);
     // Keep the connection's path count: replacements go to the usable planes.
     bool any = false;
     for (uint32_t p = 0; p < m_planes.size(); ++p)
@@ -977,22 +984,8 @@ MetaRoceQueuePair::NotifyPortState(uint32_t port, bool up)
     if (!up)
     {
         // The NIC sees its own link fail: no need to wait for timeouts.
-        uint32_t lost = pl.owed; // owed here: opened on the other planes instead
-        pl.owed = 0;
-        OpenOwedPaths();
         pl.linkUp = false;
-        for (uint16_t i : std::vector<uint16_t>(pl.paths.begin(), pl.paths.end()))
-        {
-            lost += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
-            RetirePath(i);
-        }
-        ++m_pc.planeFailovers;
-        m_pc.lastPlaneAvoidedPs = now;
-        if (m_pc.firstPlaneAvoidedPs < 0)
-        {
-            m_pc.firstPlaneAvoidedPs = now;
-        }
-        m_planeTrace(port, false);
+        uint32_t lost = LeavePlane(port, now);
         for (uint32_t k = 0; k < lost; ++k)
         {
             OpenPath(LeastPopulatedPlane());
@@ -1162,7 +1155,8 @@ MetaRoceQueuePair::FlushAcks()
 {
     for (uint32_t i = 0; i < m_rxSlot.size(); ++i)
     {
-        if (m_rxSlot[i] != 0 && m_rx[m_rxSlot[i] - 1].init && m_rx[m_rxSlot[i] - 1].unacked > 0)
+        const RPath* r = RxPath(i);
+        if (r != nullptr && r->init && r->unacked > 0)
         {
             SendPathAck(i);
         }
@@ -1172,7 +1166,7 @@ MetaRoceQueuePair::FlushAcks()
 void
 MetaRoceQueuePair::SendPathAck(uint32_t pathId)
 {
-    RPath& r = m_rx[m_rxSlot[pathId] - 1];
+    RPath& r = *RxPath(pathId);
     RdmaHeader a;
     a.opcode = RdmaOpcode::PathAck;
     a.destQpn = m_remoteQpn;

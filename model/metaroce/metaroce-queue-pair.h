@@ -217,8 +217,13 @@ class MetaRoceQueuePair : public QueuePair
     void EnsureInit();
     /// wake: tell the NIC the plane has work (not from inside PullFrame, which would re-enter).
     uint32_t OpenPath(uint32_t plane, PathState state = PATH_ACTIVE, bool wake = true);
+    /// Opens the paths still owed to `plane` (OpenPathsOnFirstUse); wake as for OpenPath.
+    void OpenOwed(uint32_t plane, bool wake);
     /// Opens every path still owed (before the path set is restructured).
     void OpenOwedPaths();
+    /// A plane stops taking data (its link failed, or it is avoided): counts the failover,
+    /// retires its paths and gives up those owed to it; returns how many to open elsewhere.
+    uint32_t LeavePlane(uint32_t plane, int64_t now);
     void RetirePath(uint32_t i);
     void MoveInflightToRetx(uint32_t i);
     /// Drops the records at the front that need nothing more (acked, or lost and resent).
@@ -293,6 +298,12 @@ class MetaRoceQueuePair : public QueuePair
     // receiver
     std::vector<RPath> m_rx;        //!< the paths heard from, in order of first packet
     std::vector<uint16_t> m_rxSlot; //!< [path id] 1 + index in m_rx; 0: not heard from
+
+    /// The receive state of path `id`, or null if nothing came on it yet.
+    RPath* RxPath(uint32_t id)
+    {
+        return id < m_rxSlot.size() && m_rxSlot[id] != 0 ? &m_rx[m_rxSlot[id] - 1] : nullptr;
+    }
     Ptr<MetaRoceRateHint> m_hint;
     EventId m_ackFlush;
 

@@ -60,18 +60,24 @@ QueuePair::GetTypeId()
     return tid;
 }
 
+namespace
+{
+Ptr<RdmaCongestionOps>
+CreateCongestionOps(TypeId type)
+{
+    ObjectFactory f;
+    f.SetTypeId(type);
+    return f.Create<RdmaCongestionOps>();
+}
+} // namespace
+
 QueuePair::QueuePair() = default;
 
 Ptr<RdmaCongestionOps>
 QueuePair::NewCongestionOps(TypeId type) const
 {
-    if (m_ccProto && m_ccProto->GetInstanceTypeId() == type)
-    {
-        return m_ccProto->Fork();
-    }
-    ObjectFactory f;
-    f.SetTypeId(type);
-    return f.Create<RdmaCongestionOps>()->Fork();
+    bool shared = m_ccProto && m_ccProto->GetInstanceTypeId() == type;
+    return (shared ? m_ccProto : CreateCongestionOps(type))->Fork();
 }
 
 void
@@ -104,9 +110,7 @@ QueuePairFactory::Create() const
         TypeIdValue cc;
         if (m_proto->GetAttributeFailSafe("CongestionControl", cc))
         {
-            ObjectFactory f;
-            f.SetTypeId(cc.Get());
-            m_proto->SetCongestionPrototype(f.Create<RdmaCongestionOps>());
+            m_proto->SetCongestionPrototype(CreateCongestionOps(cc.Get()));
         }
     }
     return m_proto->Clone();
