@@ -1,6 +1,7 @@
-// The 4-ary heap scheduler: same order as ns-3's own schedulers, event for event.
+// The event schedulers: same order as ns-3's own schedulers, event for event.
 #include "helper/fabric-helper.h"
 #include "helper/rdma-helper.h"
+#include "model/core/bucket-scheduler.h"
 #include "model/core/quad-heap-scheduler.h"
 #include "model/fabric/fabric-random.h"
 #include "test-util.h"
@@ -9,6 +10,7 @@
 #include "ns3/make-event.h"
 #include "ns3/priority-queue-scheduler.h"
 #include "ns3/string.h"
+#include "ns3/uinteger.h"
 
 #include <catch2/catch.hpp>
 #include <set>
@@ -25,9 +27,13 @@ Nothing()
 }
 } // namespace
 
-TEST_CASE("QuadHeapScheduler pops in (time, uid) order through inserts and removals", "[scheduler]")
+namespace
 {
-    auto s = CreateObject<QuadHeapScheduler>();
+/// Drives a scheduler through random inserts (many timestamp ties, spread over `spread` time
+/// steps ahead), removals of arbitrary events and pops, checking every pop against a reference.
+void
+CheckOrder(Ptr<Scheduler> s, uint64_t spread)
+{
     std::set<std::pair<uint64_t, uint32_t>> ref;
     std::vector<Scheduler::Event> live;
     std::vector<Ptr<EventImpl>> keep; // the events' objects, alive for the whole test
@@ -42,8 +48,9 @@ TEST_CASE("QuadHeapScheduler pops in (time, uid) order through inserts and remov
             Scheduler::Event ev;
             keep.push_back(Ptr<EventImpl>(MakeEvent(&Nothing), false));
             ev.impl = PeekPointer(keep.back());
-            // Many ties on the timestamp: the uid must break them.
-            ev.key.m_ts = now + (rng.Next() % 50);
+            // Many ties on the timestamp: the uid must break them. Now and then one far ahead.
+            ev.key.m_ts =
+                now + (rng.Uniform() < 0.02 ? rng.Next() % (spread * 100) : rng.Next() % spread);
             ev.key.m_uid = uid++;
             ev.key.m_context = 0;
             s->Insert(ev);
@@ -80,6 +87,31 @@ TEST_CASE("QuadHeapScheduler pops in (time, uid) order through inserts and remov
     }
     CHECK(s->IsEmpty());
 }
+} // namespace
+
+TEST_CASE("QuadHeapScheduler pops in (time, uid) order through inserts and removals", "[scheduler]")
+{
+    CheckOrder(CreateObject<QuadHeapScheduler>(), 50);
+    CheckOrder(CreateObject<QuadHeapScheduler>(), 100000);
+}
+
+TEST_CASE("BucketScheduler pops in (time, uid) order through inserts and removals", "[scheduler]")
+{
+    // Narrow buckets and a short ring put events in many buckets, across the ring's wrap and
+    // into the far heap; wide ones put many in one bucket.
+    for (uint32_t shift : {0u, 4u, 10u})
+    {
+        for (uint64_t spread : {uint64_t(50), uint64_t(5000), uint64_t(1) << 20})
+        {
+            INFO("WidthShift " << shift << ", spread " << spread);
+            ObjectFactory f("ns3::metaroce::BucketScheduler");
+            f.Set("WidthShift", UintegerValue(shift));
+            f.Set("Buckets", UintegerValue(64));
+            CheckOrder(f.Create<Scheduler>(), spread);
+        }
+    }
+    CheckOrder(CreateObject<BucketScheduler>(), 5000); // defaults
+}
 
 namespace
 {
@@ -114,11 +146,13 @@ RunWith(const char* scheduler)
 }
 } // namespace
 
-TEST_CASE("A run under QuadHeapScheduler is identical to one under ns-3's scheduler", "[scheduler]")
+TEST_CASE("A run under either scheduler is identical to one under ns-3's", "[scheduler]")
 {
     auto a = RunWith("ns3::PriorityQueueScheduler");
     auto b = RunWith("ns3::metaroce::QuadHeapScheduler");
+    auto c = RunWith("ns3::metaroce::BucketScheduler");
     REQUIRE(a.size() == b.size());
+    CHECK(a == c);
     INFO("end " << a[0] << " ps, first QP sent " << a[2] << ", retransmitted " << a[3]);
     CHECK(a == b);
     CHECK(a[0] > 0);

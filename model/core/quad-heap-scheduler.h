@@ -31,6 +31,10 @@ class QuadHeapScheduler : public Scheduler
     Event RemoveNext() override;
     void Remove(const Event& ev) override;
 
+    /// Starts fetching the object an event will run on (its owner), for schedulers that know
+    /// which event runs next.
+    static void PrefetchOwner(const EventImpl* impl);
+
   private:
     static bool Before(const Event& a, const Event& b)
     {
@@ -39,7 +43,6 @@ class QuadHeapScheduler : public Scheduler
 
     void SiftUp(std::size_t i);
     void SiftDown(std::size_t i);
-    static void PrefetchOwner(const EventImpl* impl);
 
     std::vector<Event> m_heap;
 };

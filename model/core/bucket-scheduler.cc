@@ -1,0 +1,289 @@
+#include "bucket-scheduler.h"
+
+#include "ns3/abort.h"
+#include "ns3/assert.h"
+#include "ns3/log.h"
+#include "ns3/uinteger.h"
+
+#include <algorithm>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_LOG_COMPONENT_DEFINE("BucketScheduler");
+NS_OBJECT_ENSURE_REGISTERED(BucketScheduler);
+
+namespace
+{
+/// Latest first: a sorted bucket is consumed from its end.
+bool
+Later(const Scheduler::Event& x, const Scheduler::Event& y)
+{
+    return y.key.m_ts < x.key.m_ts || (y.key.m_ts == x.key.m_ts && y.key.m_uid < x.key.m_uid);
+}
+} // namespace
+
+TypeId
+BucketScheduler::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::metaroce::BucketScheduler")
+            .SetParent<Scheduler>()
+            .SetGroupName("MetaRoce")
+            .AddConstructor<BucketScheduler>()
+            .AddAttribute("WidthShift",
+                          "A bucket spans 2^WidthShift time steps (the default, 10, is 1.024 ns "
+                          "at picosecond resolution). Speed only: the order never changes.",
+                          UintegerValue(10), MakeUintegerAccessor(&BucketScheduler::m_shift),
+                          MakeUintegerChecker<uint32_t>(0, 40))
+            .AddAttribute("Buckets",
+                          "Buckets in the ring, a power of two: events due further ahead than "
+                          "Buckets x width wait in a heap. Speed only.",
+                          UintegerValue(4096), MakeUintegerAccessor(&BucketScheduler::m_buckets),
+                          MakeUintegerChecker<uint32_t>(64, 1u << 24));
+    return tid;
+}
+
+BucketScheduler::BucketScheduler()
+    : m_far(CreateObject<QuadHeapScheduler>())
+{
+}
+
+BucketScheduler::~BucketScheduler() = default;
+
+void
+BucketScheduler::NotifyConstructionCompleted()
+{
+    Scheduler::NotifyConstructionCompleted();
+    Build();
+}
+
+void
+BucketScheduler::Build()
+{
+    NS_ABORT_MSG_IF((m_buckets & (m_buckets - 1)) != 0,
+                    "BucketScheduler: Buckets must be a power of two, not " << m_buckets);
+    m_mask = m_buckets - 1;
+    m_ring.assign(m_buckets, Bucket{});
+    m_used.assign((m_buckets + 63) / 64, 0);
+}
+
+BucketScheduler::Chunk*
+BucketScheduler::NewChunk() const
+{
+    if (!m_free)
+    {
+        constexpr std::size_t kSlab = 256;
+        m_slabs.emplace_back(new Chunk[kSlab]);
+        for (std::size_t i = 0; i < kSlab; ++i)
+        {
+            m_slabs.back()[i].next = m_free;
+            m_free = &m_slabs.back()[i];
+        }
+    }
+    Chunk* c = m_free;
+    m_free = c->next;
+    c->n = 0;
+    c->next = nullptr;
+    return c;
+}
+
+void
+BucketScheduler::Append(uint64_t bucket, const Event& ev) const
+{
+    std::size_t slot = bucket & m_mask;
+    Bucket& b = m_ring[slot];
+    if (!b.tail || b.tail->n == kChunk)
+    {
+        Chunk* c = NewChunk();
+        (b.tail ? b.tail->next : b.head) = c;
+        b.tail = c;
+        m_used[slot >> 6] |= uint64_t(1) << (slot & 63);
+    }
+    b.tail->ev[b.tail->n++] = ev;
+}
+
+void
+BucketScheduler::Insert(const Event& ev)
+{
+    if (m_ring.empty())
+    {
+        Build(); // built without attributes
+    }
+    uint64_t b = BucketOf(ev.key.m_ts);
+    NS_ASSERT(b >= m_base);
+    if (b - m_base >= m_buckets)
+    {
+        m_far->Insert(ev);
+        return;
+    }
+    ++m_inRing;
+    if (!m_near.empty())
+    {
+        if (b == m_nearBucket)
+        {
+            // The earliest bucket is being consumed from its end: keep it sorted.
+            m_near.insert(std::upper_bound(m_near.begin(), m_near.end(), ev, Later), ev);
+            return;
+        }
+        if (b < m_nearBucket)
+        {
+            Unsettle();
+        }
+    }
+    Append(b, ev);
+}
+
+void
+BucketScheduler::Unsettle() const
+{
+    for (const Event& e : m_near)
+    {
+        Append(m_nearBucket, e);
+    }
+    m_near.clear();
+}
+
+bool
+BucketScheduler::Settle() const
+{
+    if (!m_near.empty())
+    {
+        return true;
+    }
+    if (m_inRing == 0)
+    {
+        return false;
+    }
+    // The first bucket with chunks at or after m_base, wrapping once around the ring.
+    uint64_t start = m_base & m_mask;
+    std::size_t words = m_used.size();
+    std::size_t w = start >> 6;
+    uint64_t bits = m_used[w] & (~uint64_t(0) << (start & 63));
+    while (bits == 0)
+    {
+        w = (w + 1 == words) ? 0 : w + 1;
+        bits = m_used[w];
+    }
+    uint64_t slot = (uint64_t(w) << 6) | uint64_t(__builtin_ctzll(bits));
+    m_nearBucket = m_base + ((slot - start) & m_mask);
+    Bucket& b = m_ring[slot];
+    for (Chunk* c = b.head; c;)
+    {
+        m_near.insert(m_near.end(), c->ev, c->ev + c->n);
+        Chunk* next = c->next;
+        c->next = m_free;
+        m_free = c;
+        c = next;
+    }
+    b = Bucket{};
+    m_used[slot >> 6] &= ~(uint64_t(1) << (slot & 63));
+    std::sort(m_near.begin(), m_near.end(), Later);
+    return true;
+}
+
+bool
+BucketScheduler::IsEmpty() const
+{
+    return m_inRing == 0 && m_far->IsEmpty();
+}
+
+Scheduler::Event
+BucketScheduler::PeekNext() const
+{
+    NS_ASSERT(!IsEmpty());
+    if (!Settle())
+    {
+        return m_far->PeekNext();
+    }
+    if (!m_far->IsEmpty())
+    {
+        Event far = m_far->PeekNext();
+        if (Before(far, m_near.back()))
+        {
+            return far;
+        }
+    }
+    return m_near.back();
+}
+
+Scheduler::Event
+BucketScheduler::RemoveNext()
+{
+    NS_ASSERT(!IsEmpty());
+    Event top;
+    if (Settle() && (m_far->IsEmpty() || Before(m_near.back(), m_far->PeekNext())))
+    {
+        top = m_near.back();
+        m_near.pop_back();
+        --m_inRing;
+        if (!m_near.empty())
+        {
+            // The next event object and its owner are usually cold: fetch them while this
+            // event runs.
+            __builtin_prefetch(m_near.back().impl);
+            QuadHeapScheduler::PrefetchOwner(m_near.back().impl);
+        }
+    }
+    else
+    {
+        top = m_far->RemoveNext();
+    }
+    m_base = BucketOf(top.key.m_ts);
+    return top;
+}
+
+void
+BucketScheduler::Remove(const Event& ev)
+{
+    uint64_t bucket = BucketOf(ev.key.m_ts);
+    auto same = [&ev](const Event& e) { return e.key.m_uid == ev.key.m_uid; };
+    if (!m_near.empty() && bucket == m_nearBucket)
+    {
+        auto it = std::find_if(m_near.begin(), m_near.end(), same);
+        if (it != m_near.end())
+        {
+            m_near.erase(it); // keeps the order
+            --m_inRing;
+            return;
+        }
+    }
+    else if (bucket - m_base < m_buckets)
+    {
+        Bucket& b = m_ring[bucket & m_mask];
+        for (Chunk* c = b.head; c; c = c->next)
+        {
+            Event* it = std::find_if(c->ev, c->ev + c->n, same);
+            if (it != c->ev + c->n)
+            {
+                // Buckets are unsorted: fill the hole with the bucket's last event.
+                *it = b.tail->ev[--b.tail->n];
+                --m_inRing;
+                if (b.tail->n == 0)
+                {
+                    Chunk* prev = nullptr;
+                    for (Chunk* p = b.head; p != b.tail; p = p->next)
+                    {
+                        prev = p;
+                    }
+                    b.tail->next = m_free;
+                    m_free = b.tail;
+                    b.tail = prev;
+                    (prev ? prev->next : b.head) = nullptr;
+                    if (!b.head)
+                    {
+                        std::size_t slot = bucket & m_mask;
+                        m_used[slot >> 6] &= ~(uint64_t(1) << (slot & 63));
+                    }
+                }
+                return;
+            }
+        }
+    }
+    m_far->Remove(ev);
+}
+
+} // namespace metaroce
+} // namespace ns3
