@@ -219,12 +219,17 @@ BucketScheduler::RemoveNext()
         top = m_near.back();
         m_near.pop_back();
         --m_inRing;
-        if (!m_near.empty())
+        std::size_t n = m_near.size();
+        if (n > 0)
         {
-            // The next event object and its owner are usually cold: fetch them while this
-            // event runs.
-            __builtin_prefetch(m_near.back().impl);
-            QuadHeapScheduler::PrefetchOwner(m_near.back().impl);
+            // Event objects and their owners are usually cold: while this event runs, fetch
+            // the owner of the next (whose object was fetched one removal ago) and the object
+            // of the one after.
+            QuadHeapScheduler::PrefetchOwner(m_near[n - 1].impl);
+            if (n > 1)
+            {
+                __builtin_prefetch(m_near[n - 2].impl);
+            }
         }
     }
     else

@@ -31,8 +31,9 @@ class QuadHeapScheduler : public Scheduler
     Event RemoveNext() override;
     void Remove(const Event& ev) override;
 
-    /// Starts fetching the object an event will run on (its owner), for schedulers that know
-    /// which event runs next.
+    /// Starts fetching what an event will touch first: the object it runs on (its owner) and,
+    /// for this module's reusable events, the data it names as a hint. Reads the event object,
+    /// so that should be in cache (prefetched one event earlier) or this stalls.
     static void PrefetchOwner(const EventImpl* impl);
 
   private:

@@ -102,6 +102,7 @@ FabricChannel::ScheduleDeliver(uint32_t d, int64_t delayPs, bool withContext)
     {
         m_arrival[d] = Create<ArrivalEvent>(this, d);
     }
+    m_arrival[d]->SetHint(&m_inFlight[d].Front());
     if (withContext)
     {
         ArrivalEvent::ScheduleInWithContext(m_arrival[d], m_dstNode[d], delayPs);

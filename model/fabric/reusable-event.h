@@ -31,6 +31,10 @@ template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent : public Even
     {
     }
 
+    /// What the owner will touch first when this fires (a queued frame): the scheduler
+    /// prefetches it with the owner. Only a hint: a stale address costs nothing but the fetch.
+    void SetHint(const void* hint) { m_hint = hint; }
+
     /// Schedules this object `delayPs` from now in the current context.
     static void ScheduleIn(const Ptr<ReusableEvent>& ev, int64_t delayPs)
     {
@@ -51,7 +55,8 @@ template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent : public Even
     void Notify() override { (m_owner->*Fn)(m_arg); }
 
   private:
-    T* m_owner;
+    T* m_owner; // first after EventImpl's fields, then m_hint: see QuadHeapScheduler::Prefetch
+    const void* m_hint{nullptr};
     uint32_t m_arg;
 };
 
