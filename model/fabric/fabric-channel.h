@@ -20,7 +20,7 @@ namespace metaroce
 
 class FabricNetDevice;
 
-class FabricChannel : public Channel
+class FabricChannel final : public Channel
 {
   public:
     static TypeId GetTypeId();

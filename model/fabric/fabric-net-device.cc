@@ -404,12 +404,6 @@ FabricNetDevice::SetIfIndex(const uint32_t index)
     m_ifIndex = index;
 }
 
-uint32_t
-FabricNetDevice::GetIfIndex() const
-{
-    return m_ifIndex;
-}
-
 Ptr<Channel>
 FabricNetDevice::GetChannel() const
 {

@@ -53,7 +53,7 @@ class FabricFrameReceiver
     virtual void NotifyLinkChange(FabricNetDevice* port, bool up) {}
 };
 
-class FabricNetDevice : public NetDevice
+class FabricNetDevice final : public NetDevice
 {
   public:
     static TypeId GetTypeId();
@@ -124,7 +124,7 @@ class FabricNetDevice : public NetDevice
 
     // NetDevice
     void SetIfIndex(const uint32_t index) override;
-    uint32_t GetIfIndex() const override;
+    uint32_t GetIfIndex() const override { return m_ifIndex; }
     Ptr<Channel> GetChannel() const override;
     void SetAddress(Address address) override;
     Address GetAddress() const override;

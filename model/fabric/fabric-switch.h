@@ -30,7 +30,7 @@ namespace ns3
 namespace metaroce
 {
 
-class FabricSwitch : public Node, public FabricFrameReceiver
+class FabricSwitch final : public Node, public FabricFrameReceiver
 {
   public:
     static TypeId GetTypeId();

@@ -21,7 +21,7 @@ namespace ns3
 namespace metaroce
 {
 
-class RdmaNic : public Object, public FabricFrameReceiver
+class RdmaNic final : public Object, public FabricFrameReceiver
 {
   public:
     static TypeId GetTypeId();
