@@ -13,12 +13,15 @@
 #include "model/core/bucket-scheduler.h"
 
 #include "ns3/global-value.h"
+#include "ns3/scheduler.h"
 #include "ns3/type-id.h"
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 using namespace ns3;
 using namespace ns3::metaroce;
@@ -193,12 +196,30 @@ main(int argc, char* argv[])
         return 2;
     }
     // Same event order as any ns-3 scheduler, fewer cache misses per event. ns-3's own
-    // NS_GLOBAL_VALUE="SchedulerType=..." still picks another (to compare them).
-    const char* globals = std::getenv("NS_GLOBAL_VALUE");
-    if (!globals || std::string(globals).find("SchedulerType") == std::string::npos)
+    // NS_GLOBAL_VALUE="SchedulerType=..." picks another (to compare them); it is applied here
+    // because ns-3 reads it before this module's types exist and would silently ignore ours.
+    std::string scheduler = BucketScheduler::GetTypeId().GetName();
+    if (const char* globals = std::getenv("NS_GLOBAL_VALUE"))
     {
-        GlobalValue::Bind("SchedulerType", TypeIdValue(BucketScheduler::GetTypeId()));
+        std::istringstream in(globals);
+        std::string item;
+        while (std::getline(in, item, ';'))
+        {
+            if (item.rfind("SchedulerType=", 0) == 0)
+            {
+                scheduler = item.substr(std::strlen("SchedulerType="));
+            }
+        }
     }
+    TypeId schedulerTid;
+    if (!TypeId::LookupByNameFailSafe(scheduler, &schedulerTid) ||
+        !schedulerTid.IsChildOf(Scheduler::GetTypeId()))
+    {
+        std::cerr << "metaroce-sim: error: NS_GLOBAL_VALUE: SchedulerType: '" << scheduler
+                  << "' is not an ns-3 scheduler type\n";
+        return 2;
+    }
+    GlobalValue::Bind("SchedulerType", TypeIdValue(schedulerTid));
 
     if (opt.dryRun)
     {

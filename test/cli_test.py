@@ -145,6 +145,22 @@ with tempfile.TemporaryDirectory() as tmp:
             check([x["variant"] for x in one] == [name], "--variant ran other variants")
             check(one[0]["metrics"] == full[-1]["metrics"],
                   "--variant changed the variant's results")
+    # Another scheduler (NS_GLOBAL_VALUE, as in ns-3) gives the same results; an unknown one
+    # is bad input.
+    env = dict(os.environ, NS_GLOBAL_VALUE="SchedulerType=ns3::metaroce::QuadHeapScheduler")
+    o5 = os.path.join(tmp, "quad.json")
+    r = subprocess.run([SIM, SCENARIO, "--quiet", "--set", "duration_us=20", "--out", o5],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    check(r.returncode == 0, f"NS_GLOBAL_VALUE scheduler exit {r.returncode}: {r.stderr}")
+    if os.path.exists(o5) and os.path.exists(outs[0]):
+        check(open(o5[:-5] + ".csv").read() == open(outs[0][:-5] + ".csv").read(),
+              "QuadHeapScheduler gives other results than the default scheduler")
+    env["NS_GLOBAL_VALUE"] = "SchedulerType=ns3::NoSuchScheduler"
+    o6 = os.path.join(tmp, "bad-scheduler.json")
+    r = subprocess.run([SIM, SCENARIO, "--quiet", "--set", "duration_us=20", "--out", o6],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    check(r.returncode == 2 and "SchedulerType" in r.stderr and not os.path.exists(o6),
+          f"unknown scheduler: exit {r.returncode}, {r.stderr.strip()}")
     # Another seed gives other results.
     o3 = os.path.join(tmp, "seed2.json")
     run([SCENARIO, "--quiet", "--set", "duration_us=20", "--set", "seed=2", "--out", o3])
