@@ -17,12 +17,15 @@ NS_OBJECT_ENSURE_REGISTERED(BucketScheduler);
 
 namespace
 {
-/// Latest first: a sorted bucket is consumed from its end.
-bool
-Later(const Scheduler::Event& x, const Scheduler::Event& y)
+/// Latest first: a sorted bucket is consumed from its end. A function object, so that the
+/// sort and the searches inline it.
+struct Later
 {
-    return y.key.m_ts < x.key.m_ts || (y.key.m_ts == x.key.m_ts && y.key.m_uid < x.key.m_uid);
-}
+    bool operator()(const Scheduler::Event& x, const Scheduler::Event& y) const
+    {
+        return y.key.m_ts < x.key.m_ts || (y.key.m_ts == x.key.m_ts && y.key.m_uid < x.key.m_uid);
+    }
+};
 } // namespace
 
 TypeId
@@ -85,7 +88,6 @@ BucketScheduler::NewChunk() const
     }
     Chunk* c = m_free;
     m_free = c->next;
-    c->n = 0;
     c->next = nullptr;
     return c;
 }
@@ -95,14 +97,15 @@ BucketScheduler::Append(uint64_t bucket, const Event& ev) const
 {
     std::size_t slot = bucket & m_mask;
     Bucket& b = m_ring[slot];
-    if (!b.tail || b.tail->n == kChunk)
+    if (!b.tail || b.tailN == kChunk)
     {
         Chunk* c = NewChunk();
         (b.tail ? b.tail->next : b.head) = c;
         b.tail = c;
+        b.tailN = 0;
         m_used[slot >> 6] |= uint64_t(1) << (slot & 63);
     }
-    b.tail->ev[b.tail->n++] = ev;
+    b.tail->ev[b.tailN++] = ev;
 }
 
 void
@@ -125,7 +128,7 @@ BucketScheduler::Insert(const Event& ev)
         if (b == m_nearBucket)
         {
             // The earliest bucket is being consumed from its end: keep it sorted.
-            m_near.insert(std::upper_bound(m_near.begin(), m_near.end(), ev, Later), ev);
+            m_near.insert(std::upper_bound(m_near.begin(), m_near.end(), ev, Later{}), ev);
             return;
         }
         if (b < m_nearBucket)
@@ -172,7 +175,7 @@ BucketScheduler::Settle() const
     Bucket& b = m_ring[slot];
     for (Chunk* c = b.head; c;)
     {
-        m_near.insert(m_near.end(), c->ev, c->ev + c->n);
+        m_near.insert(m_near.end(), c->ev, c->ev + (c == b.tail ? b.tailN : kChunk));
         Chunk* next = c->next;
         c->next = m_free;
         m_free = c;
@@ -180,7 +183,7 @@ BucketScheduler::Settle() const
     }
     b = Bucket{};
     m_used[slot >> 6] &= ~(uint64_t(1) << (slot & 63));
-    std::sort(m_near.begin(), m_near.end(), Later);
+    std::sort(m_near.begin(), m_near.end(), Later{});
     return true;
 }
 
@@ -260,13 +263,14 @@ BucketScheduler::Remove(const Event& ev)
         Bucket& b = m_ring[bucket & m_mask];
         for (Chunk* c = b.head; c; c = c->next)
         {
-            Event* it = std::find_if(c->ev, c->ev + c->n, same);
-            if (it != c->ev + c->n)
+            Event* end = c->ev + (c == b.tail ? b.tailN : kChunk);
+            Event* it = std::find_if(c->ev, end, same);
+            if (it != end)
             {
                 // Buckets are unsorted: fill the hole with the bucket's last event.
-                *it = b.tail->ev[--b.tail->n];
+                *it = b.tail->ev[--b.tailN];
                 --m_inRing;
-                if (b.tail->n == 0)
+                if (b.tailN == 0)
                 {
                     Chunk* prev = nullptr;
                     for (Chunk* p = b.head; p != b.tail; p = p->next)
@@ -276,6 +280,7 @@ BucketScheduler::Remove(const Event& ev)
                     b.tail->next = m_free;
                     m_free = b.tail;
                     b.tail = prev;
+                    b.tailN = prev ? kChunk : 0;
                     (prev ? prev->next : b.head) = nullptr;
                     if (!b.head)
                     {

@@ -53,15 +53,17 @@ class BucketScheduler : public Scheduler
 
     struct Chunk
     {
-        Event ev[kChunk];
-        uint32_t n{0};
         Chunk* next{nullptr};
+        Event ev[kChunk];
     };
 
+    /// All chunks but the tail are full; the tail's count lives here, so appending touches
+    /// this (cache-resident) table and the event's own slot only.
     struct Bucket
     {
         Chunk* head{nullptr};
         Chunk* tail{nullptr};
+        uint32_t tailN{0};
     };
 
     uint64_t BucketOf(uint64_t ts) const { return ts >> m_shift; }
