@@ -23,7 +23,7 @@ struct Later
 {
     bool operator()(const Scheduler::Event& x, const Scheduler::Event& y) const
     {
-        return y.key.m_ts < x.key.m_ts || (y.key.m_ts == x.key.m_ts && y.key.m_uid < x.key.m_uid);
+        return QuadHeapScheduler::Before(y, x);
     }
 };
 } // namespace

@@ -44,10 +44,7 @@ class BucketScheduler : public Scheduler
     void NotifyConstructionCompleted() override;
 
   private:
-    static bool Before(const Event& a, const Event& b)
-    {
-        return a.key.m_ts < b.key.m_ts || (a.key.m_ts == b.key.m_ts && a.key.m_uid < b.key.m_uid);
-    }
+    static bool Before(const Event& a, const Event& b) { return QuadHeapScheduler::Before(a, b); }
 
     static constexpr uint32_t kChunk = 42; //!< events per chunk (a chunk is 1 KiB)
 

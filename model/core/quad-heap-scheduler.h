@@ -36,12 +36,13 @@ class QuadHeapScheduler : public Scheduler
     /// so that should be in cache (prefetched one event earlier) or this stalls.
     static void PrefetchOwner(const EventImpl* impl);
 
-  private:
+    /// The order every ns-3 scheduler keeps: by time, then by scheduling order (uid).
     static bool Before(const Event& a, const Event& b)
     {
         return a.key.m_ts < b.key.m_ts || (a.key.m_ts == b.key.m_ts && a.key.m_uid < b.key.m_uid);
     }
 
+  private:
     void SiftUp(std::size_t i);
     void SiftDown(std::size_t i);
 
