@@ -3,6 +3,8 @@
 #include "ns3/assert.h"
 #include "ns3/log.h"
 
+#include <cstdint>
+
 namespace ns3
 {
 namespace metaroce
@@ -80,7 +82,13 @@ QuadHeapScheduler::PrefetchOwner(const EventImpl* impl)
     auto after = reinterpret_cast<const void* const*>(reinterpret_cast<const char*>(impl) +
                                                       sizeof(EventImpl));
     __builtin_prefetch(after[0]);
-    __builtin_prefetch(after[1]); // ReusableEvent's hint (for other events, harmless)
+    __builtin_prefetch(after[1]); // ReusableEvent's hints (for other events, harmless)
+    // The smallest event objects end before after[2]: read it only within the page that
+    // holds after[1], which is mapped, so a foreign layout can never fault.
+    if ((reinterpret_cast<std::uintptr_t>(&after[2]) & 4095) != 0)
+    {
+        __builtin_prefetch(after[2]);
+    }
 #endif
 }
 

@@ -102,7 +102,7 @@ FabricChannel::ScheduleDeliver(uint32_t d, int64_t delayPs, bool withContext)
     {
         m_arrival[d] = Create<ArrivalEvent>(this, d);
     }
-    m_arrival[d]->SetHint(&m_inFlight[d].Front());
+    m_arrival[d]->SetHints(&m_inFlight[d].Front(), PeekPointer(m_dev[1 - d]));
     if (withContext)
     {
         ArrivalEvent::ScheduleInWithContext(m_arrival[d], m_dstNode[d], delayPs);

@@ -179,7 +179,7 @@ FabricNetDevice::ScheduleTx(int64_t delayPs)
         m_txEvent = Create<TxEvent>(this, 0);
     }
     m_eventPending = true;
-    m_txEvent->SetHint(m_queue[1].Empty() ? nullptr : &m_queue[1].Front());
+    m_txEvent->SetHints(m_queue[1].Empty() ? nullptr : &m_queue[1].Front(), m_channelRaw);
     TxEvent::ScheduleIn(m_txEvent, delayPs);
 }
 

@@ -31,9 +31,14 @@ template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent : public Even
     {
     }
 
-    /// What the owner will touch first when this fires (a queued frame): the scheduler
-    /// prefetches it with the owner. Only a hint: a stale address costs nothing but the fetch.
-    void SetHint(const void* hint) { m_hint = hint; }
+    /// What the owner will touch first when this fires (a queued frame, the next element):
+    /// the scheduler prefetches both with the owner. Only hints: a stale address costs
+    /// nothing but the fetch.
+    void SetHints(const void* first, const void* second)
+    {
+        m_hint[0] = first;
+        m_hint[1] = second;
+    }
 
     /// Schedules this object `delayPs` from now in the current context.
     static void ScheduleIn(const Ptr<ReusableEvent>& ev, int64_t delayPs)
@@ -56,7 +61,7 @@ template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent : public Even
 
   private:
     T* m_owner; // first after EventImpl's fields, then m_hint: see QuadHeapScheduler::Prefetch
-    const void* m_hint{nullptr};
+    const void* m_hint[2]{nullptr, nullptr};
     uint32_t m_arg;
 };
 
