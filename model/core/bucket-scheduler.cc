@@ -59,13 +59,8 @@ BucketScheduler::~BucketScheduler() = default;
 void
 BucketScheduler::NotifyConstructionCompleted()
 {
+    // ns-3 calls this once the attributes are set (CreateObject and ObjectFactory alike).
     Scheduler::NotifyConstructionCompleted();
-    Build();
-}
-
-void
-BucketScheduler::Build()
-{
     NS_ABORT_MSG_IF((m_buckets & (m_buckets - 1)) != 0,
                     "BucketScheduler: Buckets must be a power of two, not " << m_buckets);
     m_mask = m_buckets - 1;
@@ -111,10 +106,6 @@ BucketScheduler::Append(uint64_t bucket, const Event& ev) const
 void
 BucketScheduler::Insert(const Event& ev)
 {
-    if (m_ring.empty())
-    {
-        Build(); // built without attributes
-    }
     uint64_t b = BucketOf(ev.key.m_ts);
     NS_ASSERT(b >= m_base);
     if (b - m_base >= m_buckets)

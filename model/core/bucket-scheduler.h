@@ -64,7 +64,6 @@ class BucketScheduler : public Scheduler
     };
 
     uint64_t BucketOf(uint64_t ts) const { return ts >> m_shift; }
-    void Build();
     /// Appends to a ring bucket (unsorted).
     void Append(uint64_t bucket, const Event& ev) const;
     /// Moves the earliest ring bucket into m_near, sorted latest-first. False if none.

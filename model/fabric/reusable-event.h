@@ -60,7 +60,7 @@ template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent : public Even
     void Notify() override { (m_owner->*Fn)(m_arg); }
 
   private:
-    T* m_owner; // first after EventImpl's fields, then m_hint: see QuadHeapScheduler::Prefetch
+    T* m_owner; // first after EventImpl's fields, then m_hint: see QuadHeapScheduler::PrefetchOwner
     const void* m_hint[2]{nullptr, nullptr};
     uint32_t m_arg;
 };
