@@ -126,14 +126,6 @@ BusBwFactor(CollectiveOp op, uint32_t n)
 
 // ---------------------------------------------------------------- internal structures
 
-/// The QPs between two ranks, in one direction of use (src sends, dst receives).
-struct Communicator::Conn
-{
-    std::vector<Ptr<QueuePair>> tx;
-    std::vector<Ptr<QueuePair>> rx;
-    std::vector<uint64_t> sent; //!< per channel: messages issued over the connection's life
-};
-
 /// One message a rank sends: `deps` are (in-queue, index) pairs that must have arrived.
 struct SendOp
 {
@@ -142,38 +134,61 @@ struct SendOp
     bool reduce{false};
 };
 
-struct OutQueue
+struct OutQueue // 64 bytes: a rank of a 64-rank all-to-all has 252 of them
 {
     uint32_t peer{0};
     uint32_t channel{0};
     uint32_t window{1};
-    std::vector<SendOp> ops;
-    std::size_t next{0};
     uint32_t inflight{0};
+    std::vector<SendOp> ops;
+    uint32_t next{0};
+    bool active{false};
     uint64_t acked{0};
     uint64_t base{0};
-    bool active{false};
 };
 
-struct InQueue
+/// Which messages of an in queue arrived: up to 64 inline (most queues expect a few).
+class Arrivals
+{
+  public:
+    void Assign(uint64_t n)
+    {
+        m_word = 0;
+        m_words.reset(n > 64 ? new uint64_t[(n + 63) / 64]() : nullptr);
+    }
+
+    bool Test(uint64_t i) const { return ((m_words ? m_words[i >> 6] : m_word) >> (i & 63)) & 1; }
+
+    void Set(uint64_t i) { (m_words ? m_words[i >> 6] : m_word) |= 1ULL << (i & 63); }
+
+  private:
+    uint64_t m_word{0};
+    std::unique_ptr<uint64_t[]> m_words;
+};
+
+struct InQueue // 48 bytes
 {
     uint32_t peer{0};
     uint32_t channel{0};
     uint64_t expected{0};
     uint64_t received{0};
     uint64_t base{0};
-    std::vector<bool> got;
+    Arrivals got;
 };
 
 struct RankState
 {
     std::vector<OutQueue> out;
     std::vector<InQueue> in;
-    //! InKey(peer, channel) -> in queue; hashed: every arrival looks it up
+    //! InKey(peer, channel) -> in queue while the plan is built
     std::unordered_map<uint64_t, uint32_t> inIndex;
-    //! [in queue] the out queues (ascending) with a message that waits for it: an arrival
-    //! re-examines only those, not every queue of the rank (all-to-all has hundreds)
-    std::vector<std::vector<uint32_t>> waiters;
+    //! the same, sorted, once built: 16 bytes an entry (all-to-all at 100k ranks has 25 M)
+    std::vector<std::pair<uint64_t, uint32_t>> inSorted;
+    //! waitList[waitStart[i] .. waitStart[i + 1]): the out queues (ascending) with a message
+    //! that waits for in queue i; an arrival re-examines only those, not every queue of the
+    //! rank (all-to-all has hundreds)
+    std::vector<uint32_t> waitStart;
+    std::vector<uint32_t> waitList;
     std::size_t nextToActivate{0};
     uint32_t activeLimit{UINT32_MAX};
     uint32_t active{0};
@@ -251,7 +266,7 @@ Communicator::ForEachQp(const std::function<void(const Ptr<QueuePair>&)>& f) con
 {
     for (const auto& [k, c] : m_conns)
     {
-        for (const auto& q : c->tx)
+        for (const auto& q : c.tx)
         {
             f(q);
         }
@@ -265,11 +280,12 @@ Communicator::Connection(uint32_t src, uint32_t dst)
     auto it = m_conns.find(key);
     if (it != m_conns.end())
     {
-        return *it->second;
+        return it->second;
     }
-    auto c = std::make_unique<Conn>();
-    c->sent.assign(m_cfg.maxChannels * 2, 0);
     uint32_t nqp = m_multiplexed ? 1 : m_cfg.maxChannels * 2 * m_cfg.qpsPerConnection;
+    Conn& c = m_conns[key];
+    c.tx.reserve(nqp);
+    c.rx.reserve(nqp);
     Ptr<RdmaNic> a = (*m_nics)[m_ranks[src]];
     Ptr<RdmaNic> b = (*m_nics)[m_ranks[dst]];
     uint32_t planes = a->GetNPorts();
@@ -294,27 +310,36 @@ Communicator::Connection(uint32_t src, uint32_t dst)
         uint32_t qb_n = b->AddQueuePair(qb);
         qa->Connect(m_ranks[dst], qb_n);
         qb->Connect(m_ranks[src], qa_n);
-        c->tx.push_back(qa);
-        c->rx.push_back(qb);
+        c.tx.push_back(qa);
+        c.rx.push_back(qb);
         m_qps += 2;
         // The receive side of the connection reports (channel, message index) upwards.
-        uint32_t q = m_cfg.qpsPerConnection;
-        bool mux = m_multiplexed;
-        qb->SetReceiveHandler(
-            [this, src, dst, i, q, mux](const RdmaCompletion& rc)
-            {
-                if (!m_run)
+        if (m_multiplexed)
+        {
+            // 16 bytes of capture: std::function keeps it inline (one QP per peer, millions)
+            uint64_t ends = static_cast<uint64_t>(src) << 32 | dst;
+            qb->SetReceiveHandler(
+                [this, ends](const RdmaCompletion& rc)
                 {
-                    return;
+                    if (m_run)
+                    {
+                        OnReceived(*m_run, static_cast<uint32_t>(ends),
+                                   static_cast<uint32_t>(ends >> 32), rc.stream, rc.seq);
+                    }
+                });
+            continue;
+        }
+        uint32_t q = m_cfg.qpsPerConnection;
+        qb->SetReceiveHandler(
+            [this, src, dst, i, q](const RdmaCompletion& rc)
+            {
+                if (m_run)
+                {
+                    OnReceived(*m_run, dst, src, i / q, static_cast<uint64_t>(rc.seq) * q + i % q);
                 }
-                uint32_t channel = mux ? rc.stream : i / q;
-                uint64_t index = mux ? rc.seq : static_cast<uint64_t>(rc.seq) * q + i % q;
-                OnReceived(*m_run, dst, src, channel, index);
             });
     }
-    Conn& ref = *c;
-    m_conns.emplace(key, std::move(c));
-    return ref;
+    return c;
 }
 
 uint32_t
@@ -393,7 +418,7 @@ AddIn(RankState& r, uint32_t peer, uint32_t channel, uint64_t expected)
     q.peer = peer;
     q.channel = channel;
     q.expected = expected;
-    r.in.push_back(q);
+    r.in.push_back(std::move(q));
     r.inIndex[key] = static_cast<uint32_t>(r.in.size() - 1);
     return static_cast<uint32_t>(r.in.size() - 1);
 }
@@ -755,28 +780,58 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
         for (auto& q : rs.out)
         {
             Conn& c = Connection(r, q.peer);
-            q.base = c.sent[q.channel];
+            q.base = c.Sent(q.channel);
             rs.pending += q.ops.size();
             run.result.messages += q.ops.size();
         }
         for (auto& q : rs.in)
         {
             Conn& c = Connection(q.peer, r);
-            q.base = c.sent[q.channel];
-            q.got.assign(q.expected, false);
+            q.base = c.Sent(q.channel);
+            q.got.Assign(q.expected);
             rs.pending += q.expected;
         }
-        rs.waiters.resize(rs.in.size());
-        for (uint32_t qi = 0; qi < rs.out.size(); ++qi)
+        // Compact the plan: it lives as long as the collective, for every rank.
+        rs.out.shrink_to_fit();
+        rs.in.shrink_to_fit();
+        rs.inSorted.assign(rs.inIndex.begin(), rs.inIndex.end());
+        std::sort(rs.inSorted.begin(), rs.inSorted.end());
+        std::unordered_map<uint64_t, uint32_t>().swap(rs.inIndex);
+        // Waiters, in two passes (count, then fill) so the lists take exact room.
+        std::vector<uint32_t> last(rs.in.size(), UINT32_MAX);
+        rs.waitStart.assign(rs.in.size() + 1, 0);
+        for (int pass = 0; pass < 2; ++pass)
         {
-            for (const SendOp& op : rs.out[qi].ops)
+            std::vector<uint32_t> fill;
+            if (pass == 1)
             {
-                for (const auto& dep : op.deps)
+                for (std::size_t i = 0; i < rs.in.size(); ++i)
                 {
-                    auto& w = rs.waiters[dep.first];
-                    if (w.empty() || w.back() != qi)
+                    rs.waitStart[i + 1] += rs.waitStart[i];
+                }
+                rs.waitList.resize(rs.waitStart.back());
+                fill.assign(rs.waitStart.begin(), rs.waitStart.end() - 1);
+                last.assign(rs.in.size(), UINT32_MAX);
+            }
+            for (uint32_t qi = 0; qi < rs.out.size(); ++qi)
+            {
+                for (const SendOp& op : rs.out[qi].ops)
+                {
+                    for (const auto& dep : op.deps)
                     {
-                        w.push_back(qi);
+                        if (last[dep.first] == qi)
+                        {
+                            continue;
+                        }
+                        last[dep.first] = qi;
+                        if (pass == 0)
+                        {
+                            ++rs.waitStart[dep.first + 1];
+                        }
+                        else
+                        {
+                            rs.waitList[fill[dep.first]++] = qi;
+                        }
                     }
                 }
             }
@@ -827,7 +882,7 @@ Communicator::PostQueue(Run& run, uint32_t r, uint32_t qi)
         bool ready = true;
         for (const auto& [in, idx] : op.deps)
         {
-            ready = ready && rs.in[in].got[idx];
+            ready = ready && rs.in[in].got.Test(idx);
         }
         if (!ready)
         {
@@ -837,7 +892,7 @@ Communicator::PostQueue(Run& run, uint32_t r, uint32_t qi)
         ++q.inflight;
         rs.sentBytes += op.bytes;
         Conn& c = Connection(r, q.peer);
-        uint64_t index = c.sent[q.channel]++;
+        uint64_t index = c.Sent(q.channel)++;
         Ptr<QueuePair> qp;
         uint16_t stream = 0;
         if (m_multiplexed)
@@ -906,12 +961,16 @@ void
 Communicator::OnReceived(Run& run, uint32_t r, uint32_t src, uint32_t channel, uint64_t index)
 {
     RankState& rs = run.ranks[r];
-    auto it = rs.inIndex.find(InKey(src, channel));
-    NS_ABORT_MSG_IF(it == rs.inIndex.end(), "collective: a message nobody expected arrived");
-    InQueue& q = rs.in[it->second];
+    const uint64_t key = InKey(src, channel);
+    auto it =
+        std::lower_bound(rs.inSorted.begin(), rs.inSorted.end(), std::make_pair(key, uint32_t{0}));
+    NS_ABORT_MSG_IF(it == rs.inSorted.end() || it->first != key,
+                    "collective: a message nobody expected arrived");
+    const uint32_t qin = it->second;
+    InQueue& q = rs.in[qin];
     uint64_t i = index - q.base;
-    NS_ABORT_MSG_IF(i >= q.expected || q.got[i], "collective: message index out of plan");
-    q.got[i] = true;
+    NS_ABORT_MSG_IF(i >= q.expected || q.got.Test(i), "collective: message index out of plan");
+    q.got.Set(i);
     ++q.received;
     --rs.pending;
     if (rs.pending == 0)
@@ -919,9 +978,9 @@ Communicator::OnReceived(Run& run, uint32_t r, uint32_t src, uint32_t channel, u
         Finish(run, r);
         return;
     }
-    for (uint32_t qi : rs.waiters[it->second])
+    for (uint32_t w = rs.waitStart[qin]; w < rs.waitStart[qin + 1]; ++w)
     {
-        PostQueue(run, r, qi);
+        PostQueue(run, r, rs.waitList[w]);
     }
 }
 

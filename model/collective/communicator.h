@@ -120,7 +120,30 @@ class Communicator
     void ForEachQp(const std::function<void(const Ptr<QueuePair>&)>& f) const;
 
   private:
-    struct Conn;
+    /// The QPs between two ranks, in one direction of use (src sends, dst receives).
+    struct Conn
+    {
+        std::vector<Ptr<QueuePair>> tx;
+        std::vector<Ptr<QueuePair>> rx;
+        //! (channel, messages issued over the connection's life) for the channels used so far:
+        //! a connection uses a few of the communicator's channels, and there are millions of them
+        std::vector<std::pair<uint32_t, uint64_t>> sent;
+
+        uint64_t& Sent(uint32_t channel)
+        {
+            for (auto& [ch, n] : sent)
+            {
+                if (ch == channel)
+                {
+                    return n;
+                }
+            }
+            sent.reserve(sent.size() + 1); // exact growth
+            sent.emplace_back(channel, 0);
+            return sent.back().second;
+        }
+    };
+
     struct Plan;
     struct Run;
 
@@ -139,7 +162,7 @@ class Communicator
     QueuePairFactory m_qpFactory;
     CollectiveConfig m_cfg;
     bool m_multiplexed; //!< one QP per peer carrying channels as streams (MetaRoCE)
-    std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<Conn>> m_conns;
+    std::map<std::pair<uint32_t, uint32_t>, Conn> m_conns; //!< nodes: stable references
     std::unique_ptr<Run> m_run;
     uint64_t m_qps{0};
 };
