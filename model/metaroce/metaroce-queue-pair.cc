@@ -164,18 +164,27 @@ MetaRoceQueuePair::Clone() const
 void
 MetaRoceQueuePair::DoDispose()
 {
-    m_timer.Cancel();
-    m_paceEvent.Cancel();
     m_ackFlush.Cancel();
-    if (m_ccOps)
-    {
-        m_ccOps->Dispose();
-    }
-    m_ccOps = nullptr;
-    m_cc.onRateChange = nullptr;
     m_hint = nullptr;
-    m_paths.clear();
+    if (m_tx != nullptr)
+    {
+        m_tx->timer.Cancel();
+        m_tx->paceEvent.Cancel();
+        if (m_tx->ccOps)
+        {
+            m_tx->ccOps->Dispose();
+        }
+        m_sender.p.reset();
+        m_tx = nullptr;
+    }
     QueuePair::DoDispose();
+}
+
+const MetaRoceQueuePair::PathCounters&
+MetaRoceQueuePair::GetPathCounters() const
+{
+    static const PathCounters none;
+    return m_tx ? m_tx->pc : none;
 }
 
 // ---------------------------------------------------------------- set-up and paths
@@ -183,38 +192,39 @@ MetaRoceQueuePair::DoDispose()
 void
 MetaRoceQueuePair::EnsureInit()
 {
-    if (m_init)
+    if (m_tx != nullptr)
     {
         return;
     }
-    m_init = true;
-    m_rng.Seed(Mix64(static_cast<uint64_t>(m_nic->GetNicId()) << 24 | m_qpn));
+    m_sender.p = std::make_unique<Sender>();
+    m_tx = m_sender.p.get();
+    m_tx->rng.Seed(Mix64(static_cast<uint64_t>(m_nic->GetNicId()) << 24 | m_qpn));
     uint32_t planes = m_nic->GetNPorts();
-    m_planes.resize(planes);
+    m_tx->planes.resize(planes);
     double line = 0;
     for (uint32_t p = 0; p < planes; ++p)
     {
         line += static_cast<double>(m_nic->GetPort(p)->GetDataRate().GetBitRate());
-        m_planes[p].linkUp = m_nic->IsPortUp(p);
+        m_tx->planes[p].linkUp = m_nic->IsPortUp(p);
     }
-    m_cc.lineRateBps = line;
-    m_cc.rateBps = line;
-    m_cc.mtu = m_mtu;
-    m_cc.onRateChange = [this]() { WakeAll(); };
-    m_ccOps = NewCongestionOps(m_ccType);
-    m_ccOps->Init(m_cc);
+    m_tx->cc.lineRateBps = line;
+    m_tx->cc.rateBps = line;
+    m_tx->cc.mtu = m_mtu;
+    m_tx->cc.onRateChange = [this]() { WakeAll(); };
+    m_tx->ccOps = NewCongestionOps(m_ccType);
+    m_tx->ccOps->Init(m_tx->cc);
     m_hint = MetaRoceRateHint::Of(m_nic);
     // Exact-size path tables: a QP that never grows keeps no spare capacity (millions of QPs).
     if (!m_openOnFirstUse)
     {
-        m_paths.reserve(std::min(m_minPaths, m_maxPaths));
-        m_cc.paths.reserve(std::min(m_minPaths, m_maxPaths));
+        m_tx->paths.reserve(std::min(m_minPaths, m_maxPaths));
+        m_tx->cc.paths.reserve(std::min(m_minPaths, m_maxPaths));
     }
     for (uint32_t i = 0; i < m_minPaths && i < m_maxPaths; ++i)
     {
         if (m_openOnFirstUse)
         {
-            ++m_planes[LeastPopulatedPlane()].owed; // opened by the plane's first PullFrame
+            ++m_tx->planes[LeastPopulatedPlane()].owed; // opened by the plane's first PullFrame
         }
         else
         {
@@ -226,9 +236,9 @@ MetaRoceQueuePair::EnsureInit()
 void
 MetaRoceQueuePair::OpenOwed(uint32_t plane, bool wake)
 {
-    Plane& pl = m_planes[plane];
-    m_paths.reserve(m_paths.size() + pl.owed); // exact-size tables
-    m_cc.paths.reserve(m_cc.paths.size() + pl.owed);
+    Plane& pl = m_tx->planes[plane];
+    m_tx->paths.reserve(m_tx->paths.size() + pl.owed); // exact-size tables
+    m_tx->cc.paths.reserve(m_tx->cc.paths.size() + pl.owed);
     while (pl.owed > 0)
     {
         --pl.owed; // first: a wake may pull this plane at once
@@ -239,7 +249,7 @@ MetaRoceQueuePair::OpenOwed(uint32_t plane, bool wake)
 void
 MetaRoceQueuePair::OpenOwedPaths()
 {
-    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
     {
         OpenOwed(p, true);
     }
@@ -248,7 +258,7 @@ MetaRoceQueuePair::OpenOwedPaths()
 bool
 MetaRoceQueuePair::PlaneUsable(uint32_t plane) const
 {
-    return m_planes[plane].linkUp && !m_planes[plane].avoided;
+    return m_tx->planes[plane].linkUp && !m_tx->planes[plane].avoided;
 }
 
 uint32_t
@@ -256,16 +266,16 @@ MetaRoceQueuePair::LeastPopulatedPlane() const
 {
     uint32_t best = 0;
     uint32_t bestCount = std::numeric_limits<uint32_t>::max();
-    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
     {
         if (!PlaneUsable(p))
         {
             continue;
         }
-        uint32_t n = m_planes[p].owed;
-        for (uint16_t i : m_planes[p].paths)
+        uint32_t n = m_tx->planes[p].owed;
+        for (uint16_t i : m_tx->planes[p].paths)
         {
-            n += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
+            n += m_tx->paths[i].state == PATH_ACTIVE ? 1 : 0;
         }
         if (n < bestCount)
         {
@@ -279,21 +289,21 @@ MetaRoceQueuePair::LeastPopulatedPlane() const
 uint32_t
 MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state, bool wake)
 {
-    uint32_t slot = static_cast<uint32_t>(m_paths.size());
-    for (uint32_t i = 0; i < m_paths.size(); ++i)
+    uint32_t slot = static_cast<uint32_t>(m_tx->paths.size());
+    for (uint32_t i = 0; i < m_tx->paths.size(); ++i)
     {
-        if (m_paths[i].state == PATH_RETIRED)
+        if (m_tx->paths[i].state == PATH_RETIRED)
         {
             slot = i;
             break;
         }
     }
-    if (slot == m_paths.size())
+    if (slot == m_tx->paths.size())
     {
-        m_paths.emplace_back();
-        m_cc.paths.emplace_back();
+        m_tx->paths.emplace_back();
+        m_tx->cc.paths.emplace_back();
     }
-    SPath& p = m_paths[slot];
+    SPath& p = m_tx->paths[slot];
     uint8_t epoch = static_cast<uint8_t>(p.epoch + 1);
     p.recs.Release();
     p = SPath();
@@ -301,18 +311,18 @@ MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state, bool wake)
     p.plane = static_cast<uint8_t>(plane);
     p.state = state;
     // A fresh UDP source port: a new ECMP route, with its own PSN space from 0.
-    p.entropy = static_cast<uint16_t>(49152 + m_rng.Next() % 16384);
+    p.entropy = static_cast<uint16_t>(49152 + m_tx->rng.Next() % 16384);
     int64_t now = Simulator::Now().GetPicoSeconds();
     p.lastSendPs = now;
     p.lastProgressPs = now;
     p.nextProbePs = now;
-    CcPath& c = m_cc.paths[slot];
+    CcPath& c = m_tx->cc.paths[slot];
     c = CcPath();
     c.maxCwndBytes = static_cast<double>(m_pathWindowCap) * m_mtu;
     c.cwndBytes = std::min(
         c.maxCwndBytes, static_cast<double>(state == PATH_PROBING ? 1 : m_initialWindow) * m_mtu);
-    m_planes[plane].paths.push_back(static_cast<uint16_t>(slot));
-    ++m_pc.pathsOpened;
+    m_tx->planes[plane].paths.push_back(static_cast<uint16_t>(slot));
+    ++m_tx->pc.pathsOpened;
     if (wake)
     {
         Wake(plane);
@@ -323,7 +333,7 @@ MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state, bool wake)
 void
 MetaRoceQueuePair::MoveInflightToRetx(uint32_t i)
 {
-    SPath& p = m_paths[i];
+    SPath& p = m_tx->paths[i];
     for (uint32_t k = 0; k < p.recs.Size(); ++k)
     {
         TxRecord& r = p.recs.At(k);
@@ -332,17 +342,17 @@ MetaRoceQueuePair::MoveInflightToRetx(uint32_t i)
             r.state = REC_LOST;
             if (r.msg != kProbe)
             {
-                m_retx.PushBack({r.msg, r.pkt});
+                m_tx->retx.PushBack({r.msg, r.pkt});
             }
         }
     }
-    m_cc.paths[i].inflightBytes = 0;
+    m_tx->cc.paths[i].inflightBytes = 0;
 }
 
 void
 MetaRoceQueuePair::AdvanceBase(uint32_t i)
 {
-    SPath& p = m_paths[i];
+    SPath& p = m_tx->paths[i];
     while (!p.recs.Empty() && p.recs.Front().state != REC_INFLIGHT)
     {
         p.recs.PopFront();
@@ -353,7 +363,7 @@ MetaRoceQueuePair::AdvanceBase(uint32_t i)
 void
 MetaRoceQueuePair::RetirePath(uint32_t i)
 {
-    SPath& p = m_paths[i];
+    SPath& p = m_tx->paths[i];
     if (p.state == PATH_RETIRED)
     {
         return;
@@ -361,16 +371,20 @@ MetaRoceQueuePair::RetirePath(uint32_t i)
     MoveInflightToRetx(i);
     p.recs.Release();
     p.state = PATH_RETIRED;
-    auto& list = m_planes[p.plane].paths;
+    auto& list = m_tx->planes[p.plane].paths;
     list.erase(std::remove(list.begin(), list.end(), static_cast<uint16_t>(i)), list.end());
-    ++m_pc.pathsRetired;
+    ++m_tx->pc.pathsRetired;
 }
 
 uint32_t
 MetaRoceQueuePair::GetActivePaths() const
 {
     uint32_t n = 0;
-    for (const auto& p : m_paths)
+    if (m_tx == nullptr)
+    {
+        return 0;
+    }
+    for (const auto& p : m_tx->paths)
     {
         n += p.state == PATH_ACTIVE ? 1 : 0;
     }
@@ -381,11 +395,11 @@ uint32_t
 MetaRoceQueuePair::GetActivePathsOnPlane(uint32_t plane) const
 {
     uint32_t n = 0;
-    if (plane < m_planes.size())
+    if (m_tx != nullptr && plane < m_tx->planes.size())
     {
-        for (uint16_t i : m_planes[plane].paths)
+        for (uint16_t i : m_tx->planes[plane].paths)
         {
-            n += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
+            n += m_tx->paths[i].state == PATH_ACTIVE ? 1 : 0;
         }
     }
     return n;
@@ -395,11 +409,11 @@ double
 MetaRoceQueuePair::GetQpWindowBytes() const
 {
     double w = 0;
-    for (uint32_t i = 0; i < m_paths.size(); ++i)
+    for (uint32_t i = 0; m_tx != nullptr && i < m_tx->paths.size(); ++i)
     {
-        if (m_paths[i].state == PATH_ACTIVE)
+        if (m_tx->paths[i].state == PATH_ACTIVE)
         {
-            w += m_cc.paths[i].cwndBytes;
+            w += m_tx->cc.paths[i].cwndBytes;
         }
     }
     return w;
@@ -408,14 +422,15 @@ MetaRoceQueuePair::GetQpWindowBytes() const
 bool
 MetaRoceQueuePair::IsPlaneAvoided(uint32_t plane) const
 {
-    return plane < m_planes.size() && (m_planes[plane].avoided || !m_planes[plane].linkUp);
+    return m_tx != nullptr && plane < m_tx->planes.size() &&
+           (m_tx->planes[plane].avoided || !m_tx->planes[plane].linkUp);
 }
 
 MetaRoceQueuePair::PathView
 MetaRoceQueuePair::GetPath(uint32_t i) const
 {
-    const SPath& p = m_paths[i];
-    const CcPath& c = m_cc.paths[i];
+    const SPath& p = m_tx->paths[i];
+    const CcPath& c = m_tx->cc.paths[i];
     return {p.plane,     p.entropy,       p.epoch, static_cast<PathState>(p.state),
             c.cwndBytes, c.inflightBytes, c.srttPs};
 }
@@ -432,7 +447,7 @@ MetaRoceQueuePair::OnPosted()
 void
 MetaRoceQueuePair::Wake(uint32_t plane)
 {
-    if (m_nic != nullptr && plane < m_planes.size() && m_planes[plane].linkUp)
+    if (m_nic != nullptr && plane < m_tx->planes.size() && m_tx->planes[plane].linkUp)
     {
         m_nic->NotifyReady(this, plane);
     }
@@ -441,7 +456,7 @@ MetaRoceQueuePair::Wake(uint32_t plane)
 void
 MetaRoceQueuePair::WakeAll()
 {
-    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
     {
         Wake(p);
     }
@@ -456,8 +471,8 @@ MetaRoceQueuePair::PacingWake()
 bool
 MetaRoceQueuePair::Eligible(uint32_t i) const
 {
-    const SPath& p = m_paths[i];
-    const CcPath& c = m_cc.paths[i];
+    const SPath& p = m_tx->paths[i];
+    const CcPath& c = m_tx->cc.paths[i];
     if (p.state != PATH_ACTIVE)
     {
         return false;
@@ -472,7 +487,7 @@ MetaRoceQueuePair::Eligible(uint32_t i) const
 int32_t
 MetaRoceQueuePair::SelectPath(uint32_t plane, int64_t now) const
 {
-    const Plane& pl = m_planes[plane];
+    const Plane& pl = m_tx->planes[plane];
     const std::size_t n = pl.paths.size();
     int32_t best = -1;
     double bestScore = 0;
@@ -488,7 +503,7 @@ MetaRoceQueuePair::SelectPath(uint32_t plane, int64_t now) const
         {
             return i;
         }
-        const CcPath& c = m_cc.paths[i];
+        const CcPath& c = m_tx->cc.paths[i];
         double score = m_policy == LEAST_LOADED ? static_cast<double>(c.inflightBytes) / c.cwndBytes
                                                 : static_cast<double>(c.srttPs);
         if (best < 0 || score < bestScore)
@@ -503,10 +518,10 @@ MetaRoceQueuePair::SelectPath(uint32_t plane, int64_t now) const
 bool
 MetaRoceQueuePair::NextChunk(uint64_t& msg, uint32_t& pkt, bool& retx)
 {
-    while (!m_retx.Empty())
+    while (!m_tx->retx.Empty())
     {
-        auto [m, k] = m_retx.Front();
-        m_retx.PopFront();
+        auto [m, k] = m_tx->retx.Front();
+        m_tx->retx.PopFront();
         if (m < m_sendQueueBase || Msg(m).ackedPkts.test(k))
         {
             continue; // acknowledged meanwhile
@@ -516,21 +531,21 @@ MetaRoceQueuePair::NextChunk(uint64_t& msg, uint32_t& pkt, bool& retx)
         retx = true;
         return true;
     }
-    while (m_txMsg - m_sendQueueBase < m_sendQueue.Size())
+    while (m_tx->txMsg - m_sendQueueBase < m_sendQueue.Size())
     {
-        SendMessage& m = Msg(m_txMsg);
+        SendMessage& m = Msg(m_tx->txMsg);
         if (m.nextPkt < m.packets)
         {
             if (m.ackedPkts.empty())
             {
                 m.ackedPkts.resize(m.packets);
             }
-            msg = m_txMsg;
+            msg = m_tx->txMsg;
             pkt = m.nextPkt++;
             retx = false;
             return true;
         }
-        ++m_txMsg;
+        ++m_tx->txMsg;
     }
     return false;
 }
@@ -538,13 +553,13 @@ MetaRoceQueuePair::NextChunk(uint64_t& msg, uint32_t& pkt, bool& retx)
 bool
 MetaRoceQueuePair::QpWindowOpen() const
 {
-    bool hinted = m_cc.rateBps < m_cc.lineRateBps && m_qpMinRttPs > 0;
+    bool hinted = m_tx->cc.rateBps < m_tx->cc.lineRateBps && m_tx->qpMinRttPs > 0;
     if (m_qpWindowCap == 0 && !hinted)
     {
         return true;
     }
     uint64_t inflight = 0;
-    for (const auto& c : m_cc.paths)
+    for (const auto& c : m_tx->cc.paths)
     {
         inflight += c.inflightBytes;
     }
@@ -555,8 +570,8 @@ MetaRoceQueuePair::QpWindowOpen() const
     double cap = m_qpWindowCap != 0 ? static_cast<double>(m_qpWindowCap) * m_mtu : 1e300;
     if (hinted)
     {
-        cap = std::min(cap,
-                       m_hintWindowGain * m_cc.rateBps / 8e12 * static_cast<double>(m_qpMinRttPs));
+        cap = std::min(cap, m_hintWindowGain * m_tx->cc.rateBps / 8e12 *
+                                static_cast<double>(m_tx->qpMinRttPs));
     }
     if (!hinted)
     {
@@ -568,27 +583,27 @@ MetaRoceQueuePair::QpWindowOpen() const
 bool
 MetaRoceQueuePair::HasData()
 {
-    while (!m_retx.Empty())
+    while (!m_tx->retx.Empty())
     {
-        auto [m, k] = m_retx.Front();
+        auto [m, k] = m_tx->retx.Front();
         if (m >= m_sendQueueBase && !Msg(m).ackedPkts.test(k))
         {
             return true;
         }
-        m_retx.PopFront();
+        m_tx->retx.PopFront();
     }
-    if (m_txMsg < m_sendQueueBase)
+    if (m_tx->txMsg < m_sendQueueBase)
     {
-        m_txMsg = m_sendQueueBase;
+        m_tx->txMsg = m_sendQueueBase;
     }
-    while (m_txMsg - m_sendQueueBase < m_sendQueue.Size())
+    while (m_tx->txMsg - m_sendQueueBase < m_sendQueue.Size())
     {
-        const SendMessage& m = Msg(m_txMsg);
+        const SendMessage& m = Msg(m_tx->txMsg);
         if (m.nextPkt < m.packets)
         {
             return true;
         }
-        ++m_txMsg;
+        ++m_tx->txMsg;
     }
     return false;
 }
@@ -597,7 +612,7 @@ PullResult
 MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
 {
     EnsureInit();
-    Plane& pl = m_planes[port];
+    Plane& pl = m_tx->planes[port];
     if (!pl.linkUp)
     {
         return PullResult::Nothing;
@@ -616,12 +631,12 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         int32_t probe = -1;
         for (uint16_t i : pl.paths)
         {
-            if (m_paths[i].state != PATH_PROBING)
+            if (m_tx->paths[i].state != PATH_PROBING)
             {
                 continue;
             }
             AdvanceBase(i); // a probe that timed out is resolved: another may go
-            if (m_paths[i].recs.Empty() && now >= m_paths[i].nextProbePs)
+            if (m_tx->paths[i].recs.Empty() && now >= m_tx->paths[i].nextProbePs)
             {
                 probe = i;
             }
@@ -631,11 +646,11 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
             return PullResult::Nothing;
         }
         slot = static_cast<uint32_t>(probe);
-        m_paths[slot].nextProbePs = now + m_probeInterval.GetPicoSeconds();
+        m_tx->paths[slot].nextProbePs = now + m_probeInterval.GetPicoSeconds();
         rec = {kProbe, now, 0, 0, REC_INFLIGHT};
         h.msgBytes = 0;
         h.flags |= RdmaHeader::kFlagProbe;
-        ++m_pc.probesSent;
+        ++m_tx->pc.probesSent;
     }
     else
     {
@@ -643,12 +658,12 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         {
             return PullResult::Nothing;
         }
-        if (m_cc.rateBps < m_cc.lineRateBps && now < m_paceVirtPs)
+        if (m_tx->cc.rateBps < m_tx->cc.lineRateBps && now < m_tx->paceVirtPs)
         {
-            if (!m_paceEvent.IsRunning())
+            if (!m_tx->paceEvent.IsRunning())
             {
-                m_paceEvent = Simulator::Schedule(PicoSeconds(m_paceVirtPs - now),
-                                                  &MetaRoceQueuePair::PacingWake, this);
+                m_tx->paceEvent = Simulator::Schedule(PicoSeconds(m_tx->paceVirtPs - now),
+                                                      &MetaRoceQueuePair::PacingWake, this);
             }
             return PullResult::Nothing;
         }
@@ -660,7 +675,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         int32_t s = SelectPath(port, now);
         if (s < 0)
         {
-            m_windowLimited = true;
+            m_tx->windowLimited = true;
             return PullResult::Nothing;
         }
         slot = static_cast<uint32_t>(s);
@@ -679,7 +694,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         {
             h.flags |= RdmaHeader::kFlagRetransmit;
             ++m_counters.retransmittedPackets;
-            m_retransmitTrace(m_paths[slot].psnNext, slot);
+            m_retransmitTrace(m_tx->paths[slot].psnNext, slot);
         }
         rec = {msg, now, pkt, payload, REC_INFLIGHT};
         pl.rr = static_cast<uint32_t>(
@@ -688,8 +703,8 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
             1);
         ++m_counters.dataPacketsSent;
     }
-    SPath& p = m_paths[slot];
-    CcPath& c = m_cc.paths[slot];
+    SPath& p = m_tx->paths[slot];
+    CcPath& c = m_tx->cc.paths[slot];
     AdvanceBase(slot);
     h.path = static_cast<uint16_t>(slot);
     h.epoch = p.epoch;
@@ -704,13 +719,13 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
     c.inflightBytes += payload;
     p.lastSendPs = now;
     out = MakeFrame(h, payload, p.entropy, true);
-    if (m_cc.rateBps < m_cc.lineRateBps)
+    if (m_tx->cc.rateBps < m_tx->cc.lineRateBps)
     {
         // Token bucket: a sender that paused (window closed) may catch up by PacingBurst
         // packets, so a fair share is not lost to momentary stalls.
-        int64_t gap = static_cast<int64_t>(out.wireBytes * 8e12 / m_cc.rateBps);
-        m_paceVirtPs =
-            std::max(m_paceVirtPs, now - static_cast<int64_t>(m_pacingBurst) * gap) + gap;
+        int64_t gap = static_cast<int64_t>(out.wireBytes * 8e12 / m_tx->cc.rateBps);
+        m_tx->paceVirtPs =
+            std::max(m_tx->paceVirtPs, now - static_cast<int64_t>(m_pacingBurst) * gap) + gap;
     }
     ArmTimer(now + RtoPs(slot));
     if (pl.avoided)
@@ -718,7 +733,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         return PullResult::Sent;
     }
     bool more = HasData() && SelectPath(port, now) >= 0 && QpWindowOpen() &&
-                (m_cc.rateBps >= m_cc.lineRateBps || m_paceVirtPs <= now);
+                (m_tx->cc.rateBps >= m_tx->cc.lineRateBps || m_tx->paceVirtPs <= now);
     return more ? PullResult::More : PullResult::Sent;
 }
 
@@ -727,58 +742,58 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
 int64_t
 MetaRoceQueuePair::RtoPs(uint32_t i) const
 {
-    const CcPath& c = m_cc.paths[i];
-    if (m_paths[i].state == PATH_PROBING)
+    const CcPath& c = m_tx->cc.paths[i];
+    if (m_tx->paths[i].state == PATH_PROBING)
     {
         return m_probeInterval.GetPicoSeconds();
     }
-    int64_t srtt = c.srttPs > 0 ? c.srttPs : m_qpSrttPs;
+    int64_t srtt = c.srttPs > 0 ? c.srttPs : m_tx->qpSrttPs;
     if (srtt <= 0)
     {
         return m_initialRto.GetPicoSeconds();
     }
-    int64_t var = c.srttPs > 0 ? m_paths[i].rttvarPs : srtt / 2;
+    int64_t var = c.srttPs > 0 ? m_tx->paths[i].rttvarPs : srtt / 2;
     return std::max(m_rtoMin.GetPicoSeconds(), srtt + 4 * var);
 }
 
 void
 MetaRoceQueuePair::ArmTimer(int64_t at)
 {
-    if (m_timer.IsRunning() && m_timerAtPs <= at)
+    if (m_tx->timer.IsRunning() && m_tx->timerAtPs <= at)
     {
         return;
     }
-    m_timer.Cancel();
-    m_timerAtPs = at;
-    m_timer = Simulator::Schedule(PicoSeconds(at - Simulator::Now().GetPicoSeconds()),
-                                  &MetaRoceQueuePair::Housekeeping, this);
+    m_tx->timer.Cancel();
+    m_tx->timerAtPs = at;
+    m_tx->timer = Simulator::Schedule(PicoSeconds(at - Simulator::Now().GetPicoSeconds()),
+                                      &MetaRoceQueuePair::Housekeeping, this);
 }
 
 void
 MetaRoceQueuePair::Housekeeping()
 {
     int64_t now = Simulator::Now().GetPicoSeconds();
-    m_timerAtPs = -1;
+    m_tx->timerAtPs = -1;
     int64_t next = std::numeric_limits<int64_t>::max();
     bool work = HasData() || !m_sendQueue.Empty();
     uint32_t active = GetActivePaths();
-    for (uint32_t i = 0; i < m_paths.size(); ++i)
+    for (uint32_t i = 0; i < m_tx->paths.size(); ++i)
     {
-        SPath& p = m_paths[i];
+        SPath& p = m_tx->paths[i];
         if (p.state == PATH_RETIRED)
         {
             continue;
         }
-        bool outstanding =
-            m_cc.paths[i].inflightBytes > 0 || (p.state == PATH_PROBING && !p.recs.Empty() &&
-                                                p.recs.At(p.recs.Size() - 1).state == REC_INFLIGHT);
+        bool outstanding = m_tx->cc.paths[i].inflightBytes > 0 ||
+                           (p.state == PATH_PROBING && !p.recs.Empty() &&
+                            p.recs.At(p.recs.Size() - 1).state == REC_INFLIGHT);
         if (outstanding)
         {
             int64_t deadline = p.lastProgressPs + RtoPs(i);
             if (now >= deadline)
             {
                 PathTimeout(i, now);
-                if (m_paths[i].state != PATH_RETIRED)
+                if (m_tx->paths[i].state != PATH_RETIRED)
                 {
                     next = std::min(next, now + RtoPs(i));
                 }
@@ -795,7 +810,7 @@ MetaRoceQueuePair::Housekeeping()
             {
                 RetirePath(i);
                 --active;
-                ++m_pc.pathsClosedIdle;
+                ++m_tx->pc.pathsClosedIdle;
             }
             else if (work)
             {
@@ -828,7 +843,7 @@ MetaRoceQueuePair::Housekeeping()
 void
 MetaRoceQueuePair::PathTimeout(uint32_t i, int64_t now)
 {
-    SPath& p = m_paths[i];
+    SPath& p = m_tx->paths[i];
     ++m_counters.timeouts;
     MoveInflightToRetx(i);
     p.lastProgressPs = now;
@@ -836,12 +851,12 @@ MetaRoceQueuePair::PathTimeout(uint32_t i, int64_t now)
     {
         return; // the plane is still silent: probe again at the next interval
     }
-    m_ccOps->OnTimeout(m_cc, i);
+    m_tx->ccOps->OnTimeout(m_tx->cc, i);
     ++p.consecutiveTimeouts;
     if (p.consecutiveTimeouts >= m_pathFailTimeouts)
     {
         uint32_t plane = p.plane;
-        Plane& pl = m_planes[plane];
+        Plane& pl = m_tx->planes[plane];
         ++pl.retiredInRow;
         RetirePath(i);
         if (pl.retiredInRow >= m_planeFailPaths && !pl.avoided)
@@ -859,20 +874,20 @@ MetaRoceQueuePair::PathTimeout(uint32_t i, int64_t now)
 uint32_t
 MetaRoceQueuePair::LeavePlane(uint32_t plane, int64_t now)
 {
-    ++m_pc.planeFailovers;
-    m_pc.lastPlaneAvoidedPs = now;
-    if (m_pc.firstPlaneAvoidedPs < 0)
+    ++m_tx->pc.planeFailovers;
+    m_tx->pc.lastPlaneAvoidedPs = now;
+    if (m_tx->pc.firstPlaneAvoidedPs < 0)
     {
-        m_pc.firstPlaneAvoidedPs = now;
+        m_tx->pc.firstPlaneAvoidedPs = now;
     }
     m_planeTrace(plane, false);
-    Plane& pl = m_planes[plane];
+    Plane& pl = m_tx->planes[plane];
     uint32_t lost = pl.owed; // paths owed here open on the other planes instead
     pl.owed = 0;
     OpenOwedPaths();
     for (uint16_t i : std::vector<uint16_t>(pl.paths.begin(), pl.paths.end()))
     {
-        lost += m_paths[i].state == PATH_ACTIVE ? 1 : 0;
+        lost += m_tx->paths[i].state == PATH_ACTIVE ? 1 : 0;
         RetirePath(i);
     }
     return lost;
@@ -881,12 +896,12 @@ MetaRoceQueuePair::LeavePlane(uint32_t plane, int64_t now)
 void
 MetaRoceQueuePair::AvoidPlane(uint32_t plane, int64_t now)
 {
-    Plane& pl = m_planes[plane];
+    Plane& pl = m_tx->planes[plane];
     pl.avoided = true;
     uint32_t lost = LeavePlane(plane, now);
     // Keep the connection's path count: replacements go to the usable planes.
     bool any = false;
-    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
     {
         any = any || PlaneUsable(p);
     }
@@ -897,8 +912,8 @@ MetaRoceQueuePair::AvoidPlane(uint32_t plane, int64_t now)
     if (pl.linkUp)
     {
         uint32_t probe = OpenPath(plane, PATH_PROBING);
-        m_paths[probe].nextProbePs = now + m_probeInterval.GetPicoSeconds();
-        ArmTimer(m_paths[probe].nextProbePs);
+        m_tx->paths[probe].nextProbePs = now + m_probeInterval.GetPicoSeconds();
+        ArmTimer(m_tx->paths[probe].nextProbePs);
     }
     WakeAll();
 }
@@ -906,18 +921,18 @@ MetaRoceQueuePair::AvoidPlane(uint32_t plane, int64_t now)
 void
 MetaRoceQueuePair::PlaneUsable(uint32_t plane, int64_t now)
 {
-    Plane& pl = m_planes[plane];
+    Plane& pl = m_tx->planes[plane];
     pl.avoided = false;
     pl.retiredInRow = 0;
-    ++m_pc.planeRecoveries;
-    m_pc.lastPlaneRecoveredPs = now;
+    ++m_tx->pc.planeRecoveries;
+    m_tx->pc.lastPlaneRecoveredPs = now;
     m_planeTrace(plane, true);
     for (uint16_t i : pl.paths)
     {
-        if (m_paths[i].state == PATH_PROBING)
+        if (m_tx->paths[i].state == PATH_PROBING)
         {
-            m_paths[i].state = PATH_ACTIVE;
-            m_cc.paths[i].cwndBytes = static_cast<double>(m_initialWindow) * m_mtu;
+            m_tx->paths[i].state = PATH_ACTIVE;
+            m_tx->cc.paths[i].cwndBytes = static_cast<double>(m_initialWindow) * m_mtu;
         }
     }
     Rebalance();
@@ -932,7 +947,7 @@ MetaRoceQueuePair::Rebalance()
     OpenOwedPaths();
     uint32_t usable = 0;
     uint32_t total = 0;
-    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
     {
         if (PlaneUsable(p))
         {
@@ -946,25 +961,25 @@ MetaRoceQueuePair::Rebalance()
     }
     total = std::max(total, m_minPaths);
     uint32_t floorShare = total / usable;
-    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
     {
         while (PlaneUsable(p) && GetActivePathsOnPlane(p) < floorShare)
         {
             OpenPath(p);
         }
     }
-    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
     {
         uint32_t have = GetActivePathsOnPlane(p);
-        for (uint16_t i : m_planes[p].paths)
+        for (uint16_t i : m_tx->planes[p].paths)
         {
             if (have <= floorShare + 1 || GetActivePaths() <= total)
             {
                 break;
             }
-            if (m_paths[i].state == PATH_ACTIVE)
+            if (m_tx->paths[i].state == PATH_ACTIVE)
             {
-                m_paths[i].state = PATH_DRAINING;
+                m_tx->paths[i].state = PATH_DRAINING;
                 --have;
             }
         }
@@ -975,12 +990,12 @@ MetaRoceQueuePair::Rebalance()
 void
 MetaRoceQueuePair::NotifyPortState(uint32_t port, bool up)
 {
-    if (!m_init || port >= m_planes.size())
+    if (m_tx == nullptr || port >= m_tx->planes.size())
     {
         return;
     }
     int64_t now = Simulator::Now().GetPicoSeconds();
-    Plane& pl = m_planes[port];
+    Plane& pl = m_tx->planes[port];
     if (!up)
     {
         // The NIC sees its own link fail: no need to wait for timeouts.
@@ -1002,40 +1017,40 @@ MetaRoceQueuePair::NotifyPortState(uint32_t port, bool up)
 void
 MetaRoceQueuePair::MaybeGrow(int64_t now)
 {
-    if (!m_growPaths || !m_windowLimited)
+    if (!m_growPaths || !m_tx->windowLimited)
     {
         return;
     }
     uint32_t active = GetActivePaths();
-    if (active >= m_maxPaths || now - m_lastGrowPs < m_qpSrttPs)
+    if (active >= m_maxPaths || now - m_tx->lastGrowPs < m_tx->qpSrttPs)
     {
         return;
     }
-    if (m_lastEcnPs >= 0 && now - m_lastEcnPs < m_qpSrttPs)
+    if (m_tx->lastEcnPs >= 0 && now - m_tx->lastEcnPs < m_tx->qpSrttPs)
     {
         return; // the network pushes back: more paths would only add aggression
     }
     double cap = static_cast<double>(m_pathWindowCap) * m_mtu;
-    for (uint32_t i = 0; i < m_paths.size(); ++i)
+    for (uint32_t i = 0; i < m_tx->paths.size(); ++i)
     {
-        if (m_paths[i].state == PATH_ACTIVE && m_cc.paths[i].cwndBytes < 0.9 * cap)
+        if (m_tx->paths[i].state == PATH_ACTIVE && m_tx->cc.paths[i].cwndBytes < 0.9 * cap)
         {
             return; // some path can still grow its own window
         }
     }
     // Every window is at its cap: open as many paths as the bandwidth-delay product of the
     // QP's rate needs (QWND / per-path cap), within MaxPaths.
-    double bdp = m_cc.rateBps / 8e12 * static_cast<double>(m_qpMinRttPs); // base RTT
+    double bdp = m_tx->cc.rateBps / 8e12 * static_cast<double>(m_tx->qpMinRttPs); // base RTT
     uint32_t target = static_cast<uint32_t>(std::ceil(bdp / cap));
     target = std::min(target, m_maxPaths);
     OpenOwedPaths();
     for (uint32_t k = active; k < target; ++k)
     {
         OpenPath(LeastPopulatedPlane());
-        ++m_pc.pathsGrown;
+        ++m_tx->pc.pathsGrown;
     }
-    m_lastGrowPs = now;
-    m_windowLimited = false;
+    m_tx->lastGrowPs = now;
+    m_tx->windowLimited = false;
 }
 
 // ---------------------------------------------------------------- receiving
@@ -1209,19 +1224,19 @@ MetaRoceQueuePair::AckChunk(const TxRecord& r)
 void
 MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
 {
-    if (h.path >= m_paths.size())
+    if (h.path >= m_tx->paths.size())
     {
-        ++m_pc.staleAcks;
+        ++m_tx->pc.staleAcks;
         return;
     }
-    SPath& p = m_paths[h.path];
+    SPath& p = m_tx->paths[h.path];
     if (p.state == PATH_RETIRED || p.epoch != h.epoch || h.psn > p.psnNext)
     {
-        ++m_pc.staleAcks; // an ACK of a path that was retired or renumbered since
+        ++m_tx->pc.staleAcks; // an ACK of a path that was retired or renumbered since
         return;
     }
     int64_t now = Simulator::Now().GetPicoSeconds();
-    CcPath& c = m_cc.paths[h.path];
+    CcPath& c = m_tx->cc.paths[h.path];
     uint64_t acked = 0;
     bool probeAcked = false;
     auto take = [&](TxRecord& r)
@@ -1274,7 +1289,7 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
             c.inflightBytes -= r.payload;
             if (r.msg != kProbe)
             {
-                m_retx.PushBack({r.msg, r.pkt});
+                m_tx->retx.PushBack({r.msg, r.pkt});
             }
             ++lost;
         }
@@ -1297,17 +1312,17 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
             c.srttPs = (7 * c.srttPs + rtt) / 8;
         }
         c.minRttPs = c.minRttPs == 0 ? rtt : std::min(c.minRttPs, rtt);
-        m_qpSrttPs = m_qpSrttPs == 0 ? rtt : (7 * m_qpSrttPs + rtt) / 8;
-        m_qpMinRttPs = m_qpMinRttPs == 0 ? rtt : std::min(m_qpMinRttPs, rtt);
+        m_tx->qpSrttPs = m_tx->qpSrttPs == 0 ? rtt : (7 * m_tx->qpSrttPs + rtt) / 8;
+        m_tx->qpMinRttPs = m_tx->qpMinRttPs == 0 ? rtt : std::min(m_tx->qpMinRttPs, rtt);
     }
     p.consecutiveTimeouts = 0;
     p.lastProgressPs = now;
-    Plane& pl = m_planes[p.plane];
+    Plane& pl = m_tx->planes[p.plane];
     pl.retiredInRow = 0;
     bool ecn = (h.flags & RdmaHeader::kFlagEcnEcho) != 0;
     if (ecn)
     {
-        m_lastEcnPs = now;
+        m_tx->lastEcnPs = now;
     }
     if (probeAcked && pl.avoided)
     {
@@ -1315,22 +1330,26 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
     }
     if (p.state == PATH_ACTIVE)
     {
-        m_ccOps->OnAck(m_cc, h.path, acked, rtt, ecn);
+        m_tx->ccOps->OnAck(m_tx->cc, h.path, acked, rtt, ecn);
         if (lost > 0)
         {
-            m_pc.lossesDetected += lost;
-            m_ccOps->OnLoss(m_cc, h.path, lost);
+            m_tx->pc.lossesDetected += lost;
+            m_tx->ccOps->OnLoss(m_tx->cc, h.path, lost);
         }
     }
     if (h.rateHintMbps != 0)
     {
-        m_ccOps->OnRateHint(m_cc, h.rateHintMbps * 1e6);
+        m_tx->ccOps->OnRateHint(m_tx->cc, h.rateHintMbps * 1e6);
     }
     if (p.state == PATH_DRAINING && c.inflightBytes == 0)
     {
         RetirePath(h.path);
     }
     MaybeGrow(now);
+    if (m_sendQueue.Empty())
+    {
+        ReleaseIdle();
+    }
     if (lost > 0)
     {
         WakeAll();
@@ -1338,6 +1357,25 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
     else
     {
         Wake(p.plane);
+    }
+}
+
+void
+MetaRoceQueuePair::ReleaseIdle()
+{
+    // Millions of connections of an all-to-all finish one by one: an idle QP keeps its
+    // paths' state but not the storage of empty queues (it comes back with the next post).
+    m_sendQueue.Release();
+    if (m_tx->retx.Empty())
+    {
+        m_tx->retx.Release();
+    }
+    for (SPath& p : m_tx->paths)
+    {
+        if (p.recs.Empty())
+        {
+            p.recs.Release();
+        }
     }
 }
 

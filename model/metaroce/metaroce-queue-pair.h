@@ -34,6 +34,7 @@
 #include <array>
 #include <boost/container/small_vector.hpp>
 #include <deque>
+#include <memory>
 #include <vector>
 
 namespace ns3
@@ -82,15 +83,15 @@ class MetaRoceQueuePair : public QueuePair
         int64_t srttPs;
     };
 
-    uint32_t GetNPathSlots() const { return static_cast<uint32_t>(m_paths.size()); }
+    uint32_t GetNPathSlots() const { return m_tx ? static_cast<uint32_t>(m_tx->paths.size()) : 0; }
     PathView GetPath(uint32_t i) const;
     uint32_t GetActivePaths() const;
     uint32_t GetActivePathsOnPlane(uint32_t plane) const;
     /// QWND: the sum of the windows of the paths that take data.
     double GetQpWindowBytes() const;
-    double GetRateBps() const { return m_cc.rateBps; }
+    double GetRateBps() const { return m_tx ? m_tx->cc.rateBps : 0; }
     bool IsPlaneAvoided(uint32_t plane) const;
-    Ptr<RdmaCongestionOps> GetCongestionControl() const { return m_ccOps; }
+    Ptr<RdmaCongestionOps> GetCongestionControl() const { return m_tx ? m_tx->ccOps : nullptr; }
 
     struct PathCounters
     {
@@ -108,7 +109,7 @@ class MetaRoceQueuePair : public QueuePair
         int64_t lastPlaneRecoveredPs{-1};
     };
 
-    const PathCounters& GetPathCounters() const { return m_pc; }
+    const PathCounters& GetPathCounters() const;
 
     typedef void (*PlaneStateTracedCallback)(uint32_t plane, bool usable);
 
@@ -145,7 +146,7 @@ class MetaRoceQueuePair : public QueuePair
         int64_t lastSendPs{0};
         int64_t rttvarPs{0};
         int64_t nextProbePs{0};
-        uint32_t consecutiveTimeouts{0};
+        uint16_t consecutiveTimeouts{0}; //!< up to PathFailTimeouts (72-byte struct)
         uint16_t entropy{0};
         uint8_t epoch{0};
         uint8_t plane{0};
@@ -252,6 +253,8 @@ class MetaRoceQueuePair : public QueuePair
     void ReceiveAck(uint32_t port, const RdmaHeader& h);
     void SendPathAck(uint32_t pathId);
     void FlushAcks();
+    /// Frees the storage of empty send queues and in-flight records (nothing to send).
+    void ReleaseIdle();
     SendMessage& Msg(uint64_t abs) { return m_sendQueue.At(abs - m_sendQueueBase); }
 
     // attributes
@@ -275,25 +278,40 @@ class MetaRoceQueuePair : public QueuePair
     SprayPolicy m_policy{ROUND_ROBIN};
     TypeId m_ccType;
 
-    // sender
-    bool m_init{false};
-    CcState m_cc;
-    Ptr<RdmaCongestionOps> m_ccOps;
-    std::vector<SPath> m_paths;
-    std::vector<Plane> m_planes;
-    Ring<std::pair<uint64_t, uint32_t>> m_retx; //!< (message, packet) to send again
-    uint64_t m_txMsg{0};
-    int64_t m_paceVirtPs{0};
-    int64_t m_qpSrttPs{0};
-    int64_t m_qpMinRttPs{0}; //!< lowest RTT seen on any path: the base RTT
-    int64_t m_lastEcnPs{-1};
-    int64_t m_lastGrowPs{0};
-    int64_t m_timerAtPs{-1};
-    bool m_windowLimited{false};
-    EventId m_timer;
-    EventId m_paceEvent;
-    FastRng m_rng;
-    PathCounters m_pc;
+    // sender: allocated by EnsureInit, so a QP that only receives (one direction of a
+    // collective's connection, half of all QPs) carries none of it
+    struct Sender
+    {
+        CcState cc;
+        Ptr<RdmaCongestionOps> ccOps;
+        std::vector<SPath> paths;
+        std::vector<Plane> planes;
+        Ring<std::pair<uint64_t, uint32_t>> retx; //!< (message, packet) to send again
+        uint64_t txMsg{0};
+        int64_t paceVirtPs{0};
+        int64_t qpSrttPs{0};
+        int64_t qpMinRttPs{0}; //!< lowest RTT seen on any path: the base RTT
+        int64_t lastEcnPs{-1};
+        int64_t lastGrowPs{0};
+        int64_t timerAtPs{-1};
+        bool windowLimited{false};
+        EventId timer;
+        EventId paceEvent;
+        FastRng rng;
+        PathCounters pc;
+    };
+
+    /// Owns the sender state; copying (a prototype's Clone) yields none.
+    struct SenderBox
+    {
+        SenderBox() = default;
+        SenderBox(const SenderBox&) {}
+        SenderBox& operator=(const SenderBox&) = delete;
+        std::unique_ptr<Sender> p;
+    };
+
+    SenderBox m_sender;
+    Sender* m_tx{nullptr}; //!< m_sender.p, or null until the first send
 
     // receiver
     std::vector<RPath> m_rx;        //!< the paths heard from, in order of first packet

@@ -28,9 +28,9 @@ struct CcPath
     int64_t srttPs{0};
     int64_t minRttPs{0};
     int64_t lastDecreasePs{-1}; //!< multiplicative decreases at most once per RTT
+    int64_t lossWindowStartPs{0};
     uint32_t lossesInRtt{0};
     bool slowStart{true}; //!< no congestion seen yet on this path (window-based algorithms)
-    int64_t lossWindowStartPs{0};
 };
 
 struct CcState
