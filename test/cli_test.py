@@ -161,6 +161,23 @@ with tempfile.TemporaryDirectory() as tmp:
                        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     check(r.returncode == 2 and "SchedulerType" in r.stderr and not os.path.exists(o6),
           f"unknown scheduler: exit {r.returncode}, {r.stderr.strip()}")
+    # The huge-page heap changes no result; a value other than 0 or 1 is bad input. (The
+    # sanitizer build has its own allocator and no such switch.)
+    if b"METAROCE_HUGE_PAGES" in open(SIM, "rb").read():
+        env = dict(os.environ, METAROCE_HUGE_PAGES="0")
+        o7 = os.path.join(tmp, "small-pages.json")
+        r = subprocess.run([SIM, SCENARIO, "--quiet", "--set", "duration_us=20", "--out", o7],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+        check(r.returncode == 0, f"METAROCE_HUGE_PAGES=0 exit {r.returncode}: {r.stderr}")
+        if os.path.exists(o7) and os.path.exists(outs[0]):
+            check(open(o7[:-5] + ".csv").read() == open(outs[0][:-5] + ".csv").read(),
+                  "METAROCE_HUGE_PAGES=0 gives other results")
+        env["METAROCE_HUGE_PAGES"] = "yes"
+        o8 = os.path.join(tmp, "bad-pages.json")
+        r = subprocess.run([SIM, SCENARIO, "--quiet", "--set", "duration_us=20", "--out", o8],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+        check(r.returncode == 2 and "METAROCE_HUGE_PAGES" in r.stderr and not os.path.exists(o8),
+              f"METAROCE_HUGE_PAGES=yes: exit {r.returncode}, {r.stderr.strip()}")
     # Another seed gives other results.
     o3 = os.path.join(tmp, "seed2.json")
     run([SCENARIO, "--quiet", "--set", "duration_us=20", "--set", "seed=2", "--out", o3])
