@@ -1,8 +1,14 @@
 /*
- * A frame as the fabric carries it: the ns-3 Packet (transport headers and payload) with a
- * parsed copy of the Ethernet/IPv4/UDP fields a switch reads kept beside it, so no hop has
- * to remove and re-add a header to read the destination or flip the ECN bits.
- * FabricHeader serializes the same fields for anything that needs real bytes (pcap, MPI).
+ * A frame as the fabric carries it: the transport's bytes, with a parsed copy of the
+ * Ethernet/IPv4/UDP fields a switch reads kept beside them, so no hop has to remove and re-add
+ * a header to read the destination or flip the ECN bits. FabricHeader serializes the same
+ * fields for anything that needs real bytes (pcap, MPI).
+ *
+ * The transport's bytes are either an ns-3 Packet (raw traffic, NetDevice::Send, tests) or a
+ * FrameHeader: the transport header as a struct that is never serialized, plus a payload
+ * size. The RDMA transports use the latter: a Packet costs a Packet object, a byte buffer and
+ * metadata per frame, and parsing the header back at the receiving NIC touched cold cache
+ * lines on every packet. Trace sinks still get a Packet (built when a sink is connected).
  */
 #ifndef METAROCE_FABRIC_FRAME_H
 #define METAROCE_FABRIC_FRAME_H
@@ -11,6 +17,7 @@
 
 #include "ns3/packet.h"
 #include "ns3/ptr.h"
+#include "ns3/simple-ref-count.h"
 
 #include <cstdint>
 #include <utility>
@@ -45,17 +52,18 @@ enum EcnCodepoint : uint8_t
  * queues per hop, and each count update would fetch the Packet's cold cache line although
  * no switch reads the Packet itself.
  */
-class PacketRef
+/// An intrusive reference without ns-3 Ptr's cost on moves: frames move through every queue.
+template <typename T> class IntrusiveRef
 {
   public:
-    PacketRef() = default;
+    IntrusiveRef() = default;
 
-    PacketRef(Ptr<Packet> p)
-        : m_p(GetPointer(p))
+    IntrusiveRef(Ptr<T> p)
+        : m_p(GetPointer(p)) // counts a reference
     {
     }
 
-    PacketRef(const PacketRef& o)
+    IntrusiveRef(const IntrusiveRef& o)
         : m_p(o.m_p)
     {
         if (m_p != nullptr)
@@ -64,19 +72,19 @@ class PacketRef
         }
     }
 
-    PacketRef(PacketRef&& o) noexcept
+    IntrusiveRef(IntrusiveRef&& o) noexcept
         : m_p(o.m_p)
     {
         o.m_p = nullptr;
     }
 
-    PacketRef& operator=(PacketRef o) noexcept
+    IntrusiveRef& operator=(IntrusiveRef o) noexcept
     {
         std::swap(m_p, o.m_p);
         return *this;
     }
 
-    ~PacketRef()
+    ~IntrusiveRef()
     {
         if (m_p != nullptr)
         {
@@ -84,23 +92,40 @@ class PacketRef
         }
     }
 
-    Packet* operator->() const { return m_p; }
+    T* operator->() const { return m_p; }
+
+    T& operator*() const { return *m_p; }
 
     explicit operator bool() const { return m_p != nullptr; }
 
     /// A counted pointer for APIs and trace sources that take one.
-    operator Ptr<Packet>() const { return Ptr<Packet>(m_p); }
+    operator Ptr<T>() const { return Ptr<T>(m_p); }
 
-    Ptr<Packet> Get() const { return Ptr<Packet>(m_p); }
+    Ptr<T> Get() const { return Ptr<T>(m_p); }
 
   private:
-    Packet* m_p{nullptr};
+    T* m_p{nullptr};
+};
+
+using PacketRef = IntrusiveRef<Packet>;
+
+/// A transport header travelling as a struct (see the top of this file); transports
+/// subclass it.
+class FrameHeader : public SimpleRefCount<FrameHeader>
+{
+  public:
+    virtual ~FrameHeader() = default;
+    /// The header and payload as a Packet, for trace sinks and anything that wants bytes.
+    virtual Ptr<Packet> ToPacket() const = 0;
+
+    uint32_t ipPayloadBytes{0}; //!< transport header + payload (the Packet's size)
 };
 
 /// One frame in flight or queued. Kept small: it is moved through every queue and link.
 struct FabricFrame
 {
-    PacketRef packet;         //!< transport headers and payload
+    PacketRef packet;                 //!< transport headers and payload, or...
+    IntrusiveRef<FrameHeader> header; //!< ...the transport header as a struct
     int64_t readyPs{0};       //!< on a link: arrival time; in a switch: earliest departure (ps)
     uint32_t src{0};          //!< source NIC id (IPv4 source address)
     uint32_t dst{0};          //!< destination NIC id (IPv4 destination address)
@@ -115,15 +140,41 @@ struct FabricFrame
                             uint8_t ecn)
     {
         FabricFrame f;
-        f.packet = std::move(p);
-        f.src = src;
-        f.dst = dst;
-        f.entropy = entropy;
-        f.tc = tc;
-        f.ecn = ecn;
-        uint32_t frame = f.packet->GetSize() + kL2L3HeaderBytes + kFrameTrailerBytes;
-        f.wireBytes = (frame < kMinFrameBytes ? kMinFrameBytes : frame) + kPreambleIfgBytes;
+        uint32_t bytes = p->GetSize();
+        f.packet = PacketRef(std::move(p));
+        f.Address(src, dst, entropy, tc, ecn, bytes);
         return f;
+    }
+
+    /// Builds a frame around a transport header (which the frame then owns).
+    static FabricFrame Make(FrameHeader* h, uint32_t src, uint32_t dst, uint16_t entropy,
+                            uint8_t tc, uint8_t ecn)
+    {
+        FabricFrame f;
+        f.header = IntrusiveRef<FrameHeader>(Ptr<FrameHeader>(h, false));
+        f.Address(src, dst, entropy, tc, ecn, h->ipPayloadBytes);
+        return f;
+    }
+
+    /// Transport header + payload bytes (the IP payload).
+    uint32_t IpPayloadBytes() const
+    {
+        return header ? header->ipPayloadBytes : packet ? packet->GetSize() : 0;
+    }
+
+    /// The transport's bytes as a Packet (built for a header frame: for trace sinks).
+    Ptr<Packet> AsPacket() const { return header ? header->ToPacket() : packet.Get(); }
+
+  private:
+    void Address(uint32_t s, uint32_t d, uint16_t e, uint8_t t, uint8_t n, uint32_t ipPayload)
+    {
+        src = s;
+        dst = d;
+        entropy = e;
+        tc = t;
+        ecn = n;
+        uint32_t frame = ipPayload + kL2L3HeaderBytes + kFrameTrailerBytes;
+        wireBytes = (frame < kMinFrameBytes ? kMinFrameBytes : frame) + kPreambleIfgBytes;
     }
 };
 

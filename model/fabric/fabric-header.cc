@@ -99,7 +99,7 @@ FabricHeader::FromFrame(const FabricFrame& f)
     h.entropy = f.entropy;
     h.ecn = f.ecn;
     h.tc = f.tc;
-    h.ipPayloadBytes = static_cast<uint16_t>(f.packet ? f.packet->GetSize() : 0);
+    h.ipPayloadBytes = static_cast<uint16_t>(f.IpPayloadBytes());
     return h;
 }
 

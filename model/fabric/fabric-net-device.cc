@@ -275,7 +275,7 @@ FabricNetDevice::StartTransmission(FabricFrame&& f, int64_t now)
     m_counters.txBytes += f.wireBytes;
     if (!m_txBeginTrace.IsEmpty())
     {
-        m_txBeginTrace(f.packet.Get()); // only when traced: the Packet itself is cold here
+        m_txBeginTrace(f.AsPacket()); // only when traced: the bytes are cold (or built) here
     }
     m_channelRaw->Transmit(this, std::move(f), tx);
     // The end of this frame matters only if a frame waits behind it or the owner feeds the
@@ -327,7 +327,10 @@ FabricNetDevice::Drop(const FabricFrame& f, FabricDropReason reason)
     }
     NS_LOG_LOGIC("port " << m_ifIndex << " drops frame " << f.src << "->" << f.dst << " reason "
                          << unsigned(reason));
-    m_dropTrace(f.packet.Get(), static_cast<uint8_t>(reason));
+    if (!m_dropTrace.IsEmpty())
+    {
+        m_dropTrace(f.AsPacket(), static_cast<uint8_t>(reason));
+    }
 }
 
 void

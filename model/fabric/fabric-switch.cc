@@ -229,7 +229,10 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
     if (e < 0)
     {
         ++m_counters.dropNoRoute;
-        m_dropTrace(f.packet.Get(), static_cast<uint8_t>(FabricDropReason::NoRoute));
+        if (!m_dropTrace.IsEmpty())
+        {
+            m_dropTrace(f.AsPacket(), static_cast<uint8_t>(FabricDropReason::NoRoute));
+        }
         return;
     }
     FabricNetDevice* out = m_ports[e];
@@ -248,7 +251,10 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
         (!lossless && static_cast<double>(queued + f.wireBytes) > threshold))
     {
         ++m_counters.dropBuffer;
-        m_dropTrace(f.packet.Get(), static_cast<uint8_t>(FabricDropReason::BufferFull));
+        if (!m_dropTrace.IsEmpty())
+        {
+            m_dropTrace(f.AsPacket(), static_cast<uint8_t>(FabricDropReason::BufferFull));
+        }
         return;
     }
     if (m_ecnEnabled && f.ecn != ECN_NOT_ECT && f.ecn != ECN_CE && queued > m_kmin)
@@ -258,7 +264,10 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
         {
             f.ecn = ECN_CE;
             ++m_counters.ecnMarked;
-            m_markTrace(f.packet.Get());
+            if (!m_markTrace.IsEmpty())
+            {
+                m_markTrace(f.AsPacket());
+            }
         }
     }
     f.ingress = static_cast<uint16_t>(port->GetIfIndex());

@@ -1145,7 +1145,7 @@ MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHead
         }
         ++r.unacked;
     }
-    uint32_t payload = frame.packet->GetSize();
+    uint32_t payload = PayloadOf(frame, h);
     if ((h.flags & RdmaHeader::kFlagProbe) == 0)
     {
         Place(h, payload, true);

@@ -359,7 +359,7 @@ RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
                     ++m_counters.cnpsSent;
                 }
             }
-            uint32_t payload = frame.packet->GetSize();
+            uint32_t payload = PayloadOf(frame, h);
             if (h.psn == m_epsn)
             {
                 Place(h, payload, false);

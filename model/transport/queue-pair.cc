@@ -164,10 +164,8 @@ QueuePair::PostSend(uint64_t bytes, uint16_t stream, CompletionHandler onSent)
 FabricFrame
 QueuePair::MakeFrame(const RdmaHeader& h, uint32_t payload, uint16_t entropy, bool data)
 {
-    Ptr<Packet> p = Create<Packet>(payload);
-    p->AddHeader(h);
-    return FabricFrame::Make(p, m_nic->GetNicId(), m_remoteNic, entropy,
-                             data ? m_dataTc : m_controlTc, data ? ECN_ECT0 : ECN_NOT_ECT);
+    return FabricFrame::Make(new RdmaFrameHeader(h, payload), m_nic->GetNicId(), m_remoteNic,
+                             entropy, data ? m_dataTc : m_controlTc, data ? ECN_ECT0 : ECN_NOT_ECT);
 }
 
 bool

@@ -151,6 +151,13 @@ class QueuePair : public Object
         return bytes == 0 ? 1 : static_cast<uint32_t>((bytes + m_mtu - 1) / m_mtu);
     }
 
+    /// Payload bytes of a received frame whose transport header is h.
+    static uint32_t PayloadOf(const FabricFrame& f, const RdmaHeader& h)
+    {
+        return f.header ? f.header->ipPayloadBytes - RdmaHeader::SizeOf(h.opcode)
+                        : f.packet->GetSize(); // a bytes frame: the header was removed
+    }
+
     /// This QP's own instance of congestion control `type`.
     Ptr<RdmaCongestionOps> NewCongestionOps(TypeId type) const;
     /// Builds a frame to the remote NIC carrying h and `payload` bytes.

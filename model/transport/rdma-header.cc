@@ -219,5 +219,13 @@ RdmaHeader::Print(std::ostream& os) const
        << " path=" << path;
 }
 
+Ptr<Packet>
+RdmaFrameHeader::ToPacket() const
+{
+    Ptr<Packet> p = Create<Packet>(payload);
+    p->AddHeader(h);
+    return p;
+}
+
 } // namespace metaroce
 } // namespace ns3

@@ -12,6 +12,8 @@
 #ifndef METAROCE_RDMA_HEADER_H
 #define METAROCE_RDMA_HEADER_H
 
+#include "model/fabric/fabric-frame.h"
+
 #include "ns3/header.h"
 
 #include <array>
@@ -63,6 +65,23 @@ class RdmaHeader : public Header
     static constexpr uint8_t kFlagEcnEcho = 1;
     static constexpr uint8_t kFlagRetransmit = 2;
     static constexpr uint8_t kFlagProbe = 4; //!< data: an empty probe; ACK: echoes a probe
+};
+
+/// An RDMA frame's header and payload size as they travel (FrameHeader: never serialized).
+class RdmaFrameHeader : public FrameHeader
+{
+  public:
+    RdmaFrameHeader(const RdmaHeader& header, uint32_t payloadBytes)
+        : h(header)
+        , payload(payloadBytes)
+    {
+        ipPayloadBytes = RdmaHeader::SizeOf(header.opcode) + payloadBytes;
+    }
+
+    Ptr<Packet> ToPacket() const override;
+
+    RdmaHeader h;
+    uint32_t payload;
 };
 
 } // namespace metaroce
