@@ -145,39 +145,31 @@ with tempfile.TemporaryDirectory() as tmp:
             check([x["variant"] for x in one] == [name], "--variant ran other variants")
             check(one[0]["metrics"] == full[-1]["metrics"],
                   "--variant changed the variant's results")
+    def env_case(name, var, good, bad, needle):
+        """var=good gives the default run's results; var=bad is exit 2 naming `needle`."""
+        env = dict(os.environ, **{var: good})
+        out = os.path.join(tmp, name + ".json")
+        r = subprocess.run([SIM, SCENARIO, "--quiet", "--set", "duration_us=20", "--out", out],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+        check(r.returncode == 0, f"{var}={good} exit {r.returncode}: {r.stderr}")
+        if os.path.exists(out) and os.path.exists(outs[0]):
+            check(open(out[:-5] + ".csv").read() == open(outs[0][:-5] + ".csv").read(),
+                  f"{var}={good} gives other results than the default")
+        env[var] = bad
+        out = os.path.join(tmp, name + "-bad.json")
+        r = subprocess.run([SIM, SCENARIO, "--quiet", "--set", "duration_us=20", "--out", out],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+        check(r.returncode == 2 and needle in r.stderr and not os.path.exists(out),
+              f"{var}={bad}: exit {r.returncode}, {r.stderr.strip()}")
+
     # Another scheduler (NS_GLOBAL_VALUE, as in ns-3) gives the same results; an unknown one
     # is bad input.
-    env = dict(os.environ, NS_GLOBAL_VALUE="SchedulerType=ns3::metaroce::QuadHeapScheduler")
-    o5 = os.path.join(tmp, "quad.json")
-    r = subprocess.run([SIM, SCENARIO, "--quiet", "--set", "duration_us=20", "--out", o5],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
-    check(r.returncode == 0, f"NS_GLOBAL_VALUE scheduler exit {r.returncode}: {r.stderr}")
-    if os.path.exists(o5) and os.path.exists(outs[0]):
-        check(open(o5[:-5] + ".csv").read() == open(outs[0][:-5] + ".csv").read(),
-              "QuadHeapScheduler gives other results than the default scheduler")
-    env["NS_GLOBAL_VALUE"] = "SchedulerType=ns3::NoSuchScheduler"
-    o6 = os.path.join(tmp, "bad-scheduler.json")
-    r = subprocess.run([SIM, SCENARIO, "--quiet", "--set", "duration_us=20", "--out", o6],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
-    check(r.returncode == 2 and "SchedulerType" in r.stderr and not os.path.exists(o6),
-          f"unknown scheduler: exit {r.returncode}, {r.stderr.strip()}")
+    env_case("quad", "NS_GLOBAL_VALUE", "SchedulerType=ns3::metaroce::QuadHeapScheduler",
+             "SchedulerType=ns3::NoSuchScheduler", "SchedulerType")
     # The huge-page heap changes no result; a value other than 0 or 1 is bad input. (The
     # sanitizer build has its own allocator and no such switch.)
     if b"METAROCE_HUGE_PAGES" in open(SIM, "rb").read():
-        env = dict(os.environ, METAROCE_HUGE_PAGES="0")
-        o7 = os.path.join(tmp, "small-pages.json")
-        r = subprocess.run([SIM, SCENARIO, "--quiet", "--set", "duration_us=20", "--out", o7],
-                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
-        check(r.returncode == 0, f"METAROCE_HUGE_PAGES=0 exit {r.returncode}: {r.stderr}")
-        if os.path.exists(o7) and os.path.exists(outs[0]):
-            check(open(o7[:-5] + ".csv").read() == open(outs[0][:-5] + ".csv").read(),
-                  "METAROCE_HUGE_PAGES=0 gives other results")
-        env["METAROCE_HUGE_PAGES"] = "yes"
-        o8 = os.path.join(tmp, "bad-pages.json")
-        r = subprocess.run([SIM, SCENARIO, "--quiet", "--set", "duration_us=20", "--out", o8],
-                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
-        check(r.returncode == 2 and "METAROCE_HUGE_PAGES" in r.stderr and not os.path.exists(o8),
-              f"METAROCE_HUGE_PAGES=yes: exit {r.returncode}, {r.stderr.strip()}")
+        env_case("small-pages", "METAROCE_HUGE_PAGES", "0", "yes", "METAROCE_HUGE_PAGES")
     # Another seed gives other results.
     o3 = os.path.join(tmp, "seed2.json")
     run([SCENARIO, "--quiet", "--set", "duration_us=20", "--set", "seed=2", "--out", o3])
