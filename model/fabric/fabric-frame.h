@@ -47,12 +47,11 @@ enum EcnCodepoint : uint8_t
 };
 
 /**
- * Owns one reference to a Packet. Unlike ns-3's Ptr (which has no move constructor in 3.37),
- * moving it does not touch the Packet's reference count: a frame moves through several
- * queues per hop, and each count update would fetch the Packet's cold cache line although
- * no switch reads the Packet itself.
+ * Owns one reference to a Packet or a FrameHeader. Unlike ns-3's Ptr (which has no move
+ * constructor in 3.37), moving it does not touch the reference count: a frame moves through
+ * several queues per hop, and each count update would fetch the object's cold cache line
+ * although no switch reads the object itself.
  */
-/// An intrusive reference without ns-3 Ptr's cost on moves: frames move through every queue.
 template <typename T> class IntrusiveRef
 {
   public:

@@ -137,23 +137,26 @@ RdmaNic::SendControl(uint32_t port, FabricFrame&& f)
 void
 RdmaNic::ReceiveFrame(FabricNetDevice* port, FabricFrame&& frame)
 {
-    RdmaHeader parsed;
-    const RdmaHeader* h = &parsed;
     if (frame.header)
     {
         // Only the RDMA transports build header frames on this fabric.
-        h = &static_cast<const RdmaFrameHeader&>(*frame.header).h;
+        Deliver(port, frame, static_cast<const RdmaFrameHeader&>(*frame.header).h);
+        return;
     }
-    else
-    {
-        frame.packet->RemoveHeader(parsed); // a frame built from bytes (tests, NetDevice::Send)
-    }
-    if (h->destQpn == 0 || h->destQpn >= m_qps.size())
+    RdmaHeader parsed; // a frame built from bytes (tests, NetDevice::Send)
+    frame.packet->RemoveHeader(parsed);
+    Deliver(port, frame, parsed);
+}
+
+void
+RdmaNic::Deliver(FabricNetDevice* port, FabricFrame& frame, const RdmaHeader& h)
+{
+    if (h.destQpn == 0 || h.destQpn >= m_qps.size())
     {
         ++m_unknownQp;
         return;
     }
-    m_qps[h->destQpn]->Receive(port->GetIfIndex(), frame, *h);
+    m_qps[h.destQpn]->Receive(port->GetIfIndex(), frame, h);
 }
 
 void

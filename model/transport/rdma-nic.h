@@ -69,6 +69,8 @@ class RdmaNic final : public Object, public FabricFrameReceiver
     };
 
     void Arbitrate(uint32_t port);
+    /// Hands a received frame to the QP its header names.
+    void Deliver(FabricNetDevice* port, FabricFrame& frame, const RdmaHeader& h);
 
     Ptr<Node> m_host;
     std::vector<Port> m_ports;
