@@ -111,6 +111,14 @@ TEST_CASE("BucketScheduler pops in (time, uid) order through inserts and removal
         }
     }
     CheckOrder(CreateObject<BucketScheduler>(), 5000); // defaults
+    // A ring size that is not a power of two is rounded up (it was an abort).
+    ObjectFactory f("ns3::metaroce::BucketScheduler");
+    f.Set("Buckets", UintegerValue(96));
+    Ptr<BucketScheduler> odd = f.Create<BucketScheduler>();
+    UintegerValue buckets;
+    odd->GetAttribute("Buckets", buckets);
+    CHECK(buckets.Get() == 128);
+    CheckOrder(odd, 5000);
 }
 
 namespace

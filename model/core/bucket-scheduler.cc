@@ -42,8 +42,9 @@ BucketScheduler::GetTypeId()
                           UintegerValue(10), MakeUintegerAccessor(&BucketScheduler::m_shift),
                           MakeUintegerChecker<uint32_t>(0, 40))
             .AddAttribute("Buckets",
-                          "Buckets in the ring, a power of two: events due further ahead than "
-                          "Buckets x width wait in a heap. Speed only.",
+                          "Buckets in the ring (rounded up to a power of two): events due "
+                          "further ahead than Buckets x width wait in a heap. Speed only: the "
+                          "order never changes.",
                           UintegerValue(4096), MakeUintegerAccessor(&BucketScheduler::m_buckets),
                           MakeUintegerChecker<uint32_t>(64, 1u << 24));
     return tid;
@@ -61,8 +62,13 @@ BucketScheduler::NotifyConstructionCompleted()
 {
     // ns-3 calls this once the attributes are set (CreateObject and ObjectFactory alike).
     Scheduler::NotifyConstructionCompleted();
-    NS_ABORT_MSG_IF((m_buckets & (m_buckets - 1)) != 0,
-                    "BucketScheduler: Buckets must be a power of two, not " << m_buckets);
+    // A ring slot is a mask away; the rounding changes only the speed, never the order.
+    uint32_t n = 64;
+    while (n < m_buckets)
+    {
+        n *= 2;
+    }
+    m_buckets = n;
     m_mask = m_buckets - 1;
     m_ring.assign(m_buckets, Bucket{});
     m_used.assign((m_buckets + 63) / 64, 0);
