@@ -77,21 +77,23 @@ FabricChannel::GetPeer(const FabricNetDevice* dev) const
 }
 
 void
-FabricChannel::Transmit(const FabricNetDevice* from, FabricFrame&& frame, int64_t txPs)
+FabricChannel::Transmit(const FabricNetDevice* from, FabricFrame&& frame, int64_t txPs,
+                        int64_t nowPs)
 {
+    NS_ASSERT(nowPs == Simulator::Now().GetPicoSeconds());
     uint32_t d = from == PeekPointer(m_dev[0]) ? 0 : 1;
     if (!m_up)
     {
         ++m_lostInFlight;
         return;
     }
-    frame.readyPs = Simulator::Now().GetPicoSeconds() + txPs + m_handoverPs[d];
+    frame.readyPs = nowPs + txPs + m_handoverPs[d];
     bool wasEmpty = m_inFlight[d].Empty();
     int64_t arrive = frame.readyPs;
     m_inFlight[d].PushBack(std::move(frame));
     if (wasEmpty)
     {
-        ScheduleDeliver(d, arrive - Simulator::Now().GetPicoSeconds(), true);
+        ScheduleDeliver(d, arrive - nowPs, true);
     }
 }
 

@@ -29,8 +29,9 @@ class FabricChannel final : public Channel
 
     /// Connects the two ends (and attaches the channel to them).
     void Connect(Ptr<FabricNetDevice> a, Ptr<FabricNetDevice> b);
-    /// Called by a device whose transmitter starts sending frame, which takes txPs on the wire.
-    void Transmit(const FabricNetDevice* from, FabricFrame&& frame, int64_t txPs);
+    /// Called by a device whose transmitter starts sending frame now (nowPs: the simulator's
+    /// time, which the caller has), which takes txPs on the wire.
+    void Transmit(const FabricNetDevice* from, FabricFrame&& frame, int64_t txPs, int64_t nowPs);
     FabricNetDevice* GetPeer(const FabricNetDevice* dev) const;
 
     /// Fails or restores the link: both ends see the change; frames in flight are lost.

@@ -277,7 +277,7 @@ FabricNetDevice::StartTransmission(FabricFrame&& f, int64_t now)
     {
         m_txBeginTrace(f.AsPacket()); // only when traced: the bytes are cold (or built) here
     }
-    m_channelRaw->Transmit(this, std::move(f), tx);
+    m_channelRaw->Transmit(this, std::move(f), tx, now);
     // The end of this frame matters only if a frame waits behind it or the owner feeds the
     // port one frame at a time; otherwise the next Enqueue finds m_busyUntilPs.
     if (m_notifyIdle || !m_queue[0].Empty() || !m_queue[1].Empty())
