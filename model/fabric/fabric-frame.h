@@ -177,6 +177,18 @@ struct FabricFrame
     }
 };
 
+/// Fires a trace source that takes the frame's bytes (and `args`), only if a sink is
+/// connected: a header frame's Packet is built for it.
+template <typename Trace, typename... Args>
+void
+TraceFrame(const Trace& trace, const FabricFrame& f, Args... args)
+{
+    if (!trace.IsEmpty())
+    {
+        trace(f.AsPacket(), args...);
+    }
+}
+
 /// The FIFO of frames of a port or a link direction.
 using FrameRing = Ring<FabricFrame>;
 

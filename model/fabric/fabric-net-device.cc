@@ -273,10 +273,7 @@ FabricNetDevice::StartTransmission(FabricFrame&& f, int64_t now)
     m_busyUntilPs = now + tx;
     ++m_counters.txPackets;
     m_counters.txBytes += f.wireBytes;
-    if (!m_txBeginTrace.IsEmpty())
-    {
-        m_txBeginTrace(f.AsPacket()); // only when traced: the bytes are cold (or built) here
-    }
+    TraceFrame(m_txBeginTrace, f); // only when traced: the bytes are cold (or built) here
     m_channelRaw->Transmit(this, std::move(f), tx, now);
     // The end of this frame matters only if a frame waits behind it or the owner feeds the
     // port one frame at a time; otherwise the next Enqueue finds m_busyUntilPs.
@@ -327,10 +324,7 @@ FabricNetDevice::Drop(const FabricFrame& f, FabricDropReason reason)
     }
     NS_LOG_LOGIC("port " << m_ifIndex << " drops frame " << f.src << "->" << f.dst << " reason "
                          << unsigned(reason));
-    if (!m_dropTrace.IsEmpty())
-    {
-        m_dropTrace(f.AsPacket(), static_cast<uint8_t>(reason));
-    }
+    TraceFrame(m_dropTrace, f, static_cast<uint8_t>(reason));
 }
 
 void

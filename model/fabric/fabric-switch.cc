@@ -229,10 +229,7 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
     if (e < 0)
     {
         ++m_counters.dropNoRoute;
-        if (!m_dropTrace.IsEmpty())
-        {
-            m_dropTrace(f.AsPacket(), static_cast<uint8_t>(FabricDropReason::NoRoute));
-        }
+        TraceFrame(m_dropTrace, f, static_cast<uint8_t>(FabricDropReason::NoRoute));
         return;
     }
     FabricNetDevice* out = m_ports[e];
@@ -251,10 +248,7 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
         (!lossless && static_cast<double>(queued + f.wireBytes) > threshold))
     {
         ++m_counters.dropBuffer;
-        if (!m_dropTrace.IsEmpty())
-        {
-            m_dropTrace(f.AsPacket(), static_cast<uint8_t>(FabricDropReason::BufferFull));
-        }
+        TraceFrame(m_dropTrace, f, static_cast<uint8_t>(FabricDropReason::BufferFull));
         return;
     }
     if (m_ecnEnabled && f.ecn != ECN_NOT_ECT && f.ecn != ECN_CE && queued > m_kmin)
@@ -264,10 +258,7 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
         {
             f.ecn = ECN_CE;
             ++m_counters.ecnMarked;
-            if (!m_markTrace.IsEmpty())
-            {
-                m_markTrace(f.AsPacket());
-            }
+            TraceFrame(m_markTrace, f);
         }
     }
     f.ingress = static_cast<uint16_t>(port->GetIfIndex());

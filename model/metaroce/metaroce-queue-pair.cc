@@ -174,8 +174,7 @@ MetaRoceQueuePair::DoDispose()
         {
             m_tx->ccOps->Dispose();
         }
-        m_sender.p.reset();
-        m_tx = nullptr;
+        m_tx.reset();
     }
     QueuePair::DoDispose();
 }
@@ -196,8 +195,7 @@ MetaRoceQueuePair::EnsureInit()
     {
         return;
     }
-    m_sender.p = std::make_unique<Sender>();
-    m_tx = m_sender.p.get();
+    m_tx.reset(new Sender());
     m_tx->rng.Seed(Mix64(static_cast<uint64_t>(m_nic->GetNicId()) << 24 | m_qpn));
     uint32_t planes = m_nic->GetNPorts();
     m_tx->planes.resize(planes);

@@ -302,16 +302,16 @@ class MetaRoceQueuePair : public QueuePair
     };
 
     /// Owns the sender state; copying (a prototype's Clone) yields none.
-    struct SenderBox
+    struct SenderPtr : std::unique_ptr<Sender>
     {
-        SenderBox() = default;
-        SenderBox(const SenderBox&) {}
-        SenderBox& operator=(const SenderBox&) = delete;
-        std::unique_ptr<Sender> p;
+        SenderPtr() = default;
+        SenderPtr(const SenderPtr&)
+            : std::unique_ptr<Sender>()
+        {
+        }
     };
 
-    SenderBox m_sender;
-    Sender* m_tx{nullptr}; //!< m_sender.p, or null until the first send
+    SenderPtr m_tx; //!< null until the first send
 
     // receiver
     std::vector<RPath> m_rx;        //!< the paths heard from, in order of first packet

@@ -222,7 +222,7 @@ RdmaHeader::Print(std::ostream& os) const
 Ptr<Packet>
 RdmaFrameHeader::ToPacket() const
 {
-    Ptr<Packet> p = Create<Packet>(payload);
+    Ptr<Packet> p = Create<Packet>(PayloadBytes());
     p->AddHeader(h);
     return p;
 }

@@ -73,15 +73,15 @@ class RdmaFrameHeader : public FrameHeader
   public:
     RdmaFrameHeader(const RdmaHeader& header, uint32_t payloadBytes)
         : h(header)
-        , payload(payloadBytes)
     {
         ipPayloadBytes = RdmaHeader::SizeOf(header.opcode) + payloadBytes;
     }
 
+    uint32_t PayloadBytes() const { return ipPayloadBytes - RdmaHeader::SizeOf(h.opcode); }
+
     Ptr<Packet> ToPacket() const override;
 
     RdmaHeader h;
-    uint32_t payload;
 };
 
 } // namespace metaroce
