@@ -1,5 +1,7 @@
 #include "bucket-scheduler.h"
 
+#include "prepared-event.h"
+
 #include "ns3/abort.h"
 #include "ns3/assert.h"
 #include "ns3/log.h"
@@ -220,15 +222,24 @@ BucketScheduler::RemoveNext()
         m_near.pop_back();
         --m_inRing;
         std::size_t n = m_near.size();
-        if (n > 0)
+        // Event objects and what they touch are usually cold: while this event runs, the
+        // next ones go through the stages of PreparedEvent, each reading only lines the
+        // stage before fetched (one event earlier).
+        constexpr std::size_t kS = PreparedEvent::kStages;
+        for (std::size_t k = 1; k <= kS && k <= n; ++k)
         {
-            // Event objects and their owners are usually cold: while this event runs, fetch
-            // the owner of the next (whose object was fetched one removal ago) and the object
-            // of the one after.
-            QuadHeapScheduler::PrefetchOwner(m_near[n - 1].impl);
-            if (n > 1)
+            EventImpl* next = m_near[n - k].impl;
+            if (PreparedEvent::Is(next) && !next->IsCancelled())
             {
-                __builtin_prefetch(m_near[n - 2].impl);
+                static_cast<const PreparedEvent*>(next)->Prepare(static_cast<uint32_t>(kS - k));
+            }
+        }
+        if (n > kS)
+        {
+            QuadHeapScheduler::PrefetchOwner(m_near[n - kS - 1].impl);
+            if (n > kS + 1)
+            {
+                __builtin_prefetch(m_near[n - kS - 2].impl);
             }
         }
     }

@@ -37,12 +37,14 @@ FabricChannel::DoDispose()
 {
     for (uint32_t d = 0; d < 2; ++d)
     {
-        m_inFlight[d].Clear();
-        if (m_arrival[d])
+        Direction& x = m_dir[d];
+        x.inFlight.Clear();
+        if (x.arrival)
         {
-            m_arrival[d]->Cancel();
-            m_arrival[d] = nullptr;
+            x.arrival->Cancel();
+            x.arrival = nullptr;
         }
+        x.to = nullptr;
         m_dev[d] = nullptr;
     }
     Channel::DoDispose();
@@ -53,12 +55,16 @@ FabricChannel::Connect(Ptr<FabricNetDevice> a, Ptr<FabricNetDevice> b)
 {
     m_dev[0] = a;
     m_dev[1] = b;
-    // Arrival events run in the receiving node's context (logging, distributed runs).
-    m_dstNode[0] = b->GetNode() ? b->GetNode()->GetId() : 0;
-    m_dstNode[1] = a->GetNode() ? a->GetNode()->GetId() : 0;
+    for (uint32_t d = 0; d < 2; ++d)
+    {
+        m_dir[d].to = PeekPointer(m_dev[1 - d]);
+        // Arrival events run in the receiving node's context (logging, distributed runs).
+        m_dir[d].toNode = m_dir[d].to->GetNode() ? m_dir[d].to->GetNode()->GetId() : 0;
+    }
     a->Attach(this);
     b->Attach(this);
     RefreshDelays();
+    RefreshReceivers();
 }
 
 void
@@ -66,7 +72,27 @@ FabricChannel::RefreshDelays()
 {
     for (uint32_t d = 0; d < 2; ++d)
     {
-        m_handoverPs[d] = m_delayPs + (m_dev[1 - d] ? m_dev[1 - d]->GetRxLatencyPs() : 0);
+        m_dir[d].handoverPs = m_delayPs + (m_dir[d].to ? m_dir[d].to->GetRxLatencyPs() : 0);
+    }
+}
+
+void
+FabricChannel::RefreshReceivers()
+{
+    for (Direction& x : m_dir)
+    {
+        x.toReceiver = x.to ? x.to->GetReceiver() : nullptr;
+    }
+}
+
+void
+FabricChannel::PrepareEvent(uint32_t d, uint32_t stage) const
+{
+    // The hints fetched this line, the first frame and the receiver's hot lines.
+    const Direction& x = m_dir[d];
+    if (!x.inFlight.Empty() && x.toReceiver != nullptr)
+    {
+        x.toReceiver->PrepareFrame(x.inFlight.Front(), stage);
     }
 }
 
@@ -77,20 +103,19 @@ FabricChannel::GetPeer(const FabricNetDevice* dev) const
 }
 
 void
-FabricChannel::Transmit(const FabricNetDevice* from, FabricFrame&& frame, int64_t txPs,
-                        int64_t nowPs)
+FabricChannel::Transmit(uint32_t d, FabricFrame&& frame, int64_t txPs, int64_t nowPs)
 {
     NS_ASSERT(nowPs == Simulator::Now().GetPicoSeconds());
-    uint32_t d = from == PeekPointer(m_dev[0]) ? 0 : 1;
-    if (!m_up)
+    Direction& x = m_dir[d];
+    if (!x.up)
     {
         ++m_lostInFlight;
         return;
     }
-    frame.readyPs = nowPs + txPs + m_handoverPs[d];
-    bool wasEmpty = m_inFlight[d].Empty();
+    frame.readyPs = nowPs + txPs + x.handoverPs;
+    bool wasEmpty = x.inFlight.Empty();
     int64_t arrive = frame.readyPs;
-    m_inFlight[d].PushBack(std::move(frame));
+    x.inFlight.PushBack(std::move(frame));
     if (wasEmpty)
     {
         ScheduleDeliver(d, arrive - nowPs, true);
@@ -100,18 +125,21 @@ FabricChannel::Transmit(const FabricNetDevice* from, FabricFrame&& frame, int64_
 void
 FabricChannel::ScheduleDeliver(uint32_t d, int64_t delayPs, bool withContext)
 {
-    if (!m_arrival[d])
+    Direction& x = m_dir[d];
+    if (!x.arrival)
     {
-        m_arrival[d] = Create<ArrivalEvent>(this, d);
+        x.arrival = Create<ArrivalEvent>(this, d);
     }
-    m_arrival[d]->SetHints(&m_inFlight[d].Front(), PeekPointer(m_dev[1 - d]));
+    // The first frame (a 48-byte slot may straddle two lines: the hot address gets both),
+    // the receiver's hot line, then what Deliver reads; PrepareEvent goes further.
+    x.arrival->SetHints(&x.inFlight.Front(), x.toReceiver, &x, x.to->RxHotLine());
     if (withContext)
     {
-        ArrivalEvent::ScheduleInWithContext(m_arrival[d], m_dstNode[d], delayPs);
+        ArrivalEvent::ScheduleInWithContext(x.arrival, x.toNode, delayPs);
     }
     else
     {
-        ArrivalEvent::ScheduleIn(m_arrival[d], delayPs);
+        ArrivalEvent::ScheduleIn(x.arrival, delayPs);
     }
 }
 
@@ -119,8 +147,8 @@ void
 FabricChannel::Deliver(uint32_t d)
 {
     int64_t now = Simulator::Now().GetPicoSeconds();
-    FrameRing& q = m_inFlight[d];
-    FabricNetDevice* dst = PeekPointer(m_dev[1 - d]);
+    FrameRing& q = m_dir[d].inFlight;
+    FabricNetDevice* dst = m_dir[d].to;
     // Arrival times are non-decreasing (FIFO, constant delay): deliver all that are due.
     while (!q.Empty() && q.Front().readyPs <= now)
     {
@@ -136,22 +164,22 @@ FabricChannel::Deliver(uint32_t d)
 void
 FabricChannel::SetUp(bool up)
 {
-    if (up == m_up)
+    if (up == m_dir[0].up)
     {
         return;
     }
-    m_up = up;
+    m_dir[0].up = m_dir[1].up = up;
     if (!up)
     {
-        for (uint32_t d = 0; d < 2; ++d)
+        for (Direction& x : m_dir)
         {
-            if (m_arrival[d] && !m_inFlight[d].Empty())
+            if (x.arrival && !x.inFlight.Empty())
             {
-                m_arrival[d]->Cancel(); // its frames are lost; a fresh event serves what follows
-                m_arrival[d] = nullptr;
+                x.arrival->Cancel(); // its frames are lost; a fresh event serves what follows
+                x.arrival = nullptr;
             }
-            m_lostInFlight += m_inFlight[d].Size();
-            m_inFlight[d].Clear();
+            m_lostInFlight += x.inFlight.Size();
+            x.inFlight.Clear();
         }
     }
     for (uint32_t d = 0; d < 2; ++d)

@@ -3,6 +3,8 @@
  * Frames in flight wait in a FIFO per direction with a single pending arrival event, so a
  * long link (a 1.5 ms scale-across hop holds thousands of frames) costs one event, not one
  * per frame. Arrivals are scheduled with the receiving node's context (logging, MPI).
+ * Each direction's state fills one cache line of its own: a frame's hop over the link
+ * touches that line only (a large fabric's links do not fit in any cache).
  */
 #ifndef METAROCE_FABRIC_CHANNEL_H
 #define METAROCE_FABRIC_CHANNEL_H
@@ -19,8 +21,9 @@ namespace metaroce
 {
 
 class FabricNetDevice;
+class FabricFrameReceiver;
 
-class FabricChannel final : public Channel
+class alignas(64) FabricChannel final : public Channel
 {
   public:
     static TypeId GetTypeId();
@@ -30,13 +33,35 @@ class FabricChannel final : public Channel
     /// Connects the two ends (and attaches the channel to them).
     void Connect(Ptr<FabricNetDevice> a, Ptr<FabricNetDevice> b);
     /// Called by a device whose transmitter starts sending frame now (nowPs: the simulator's
-    /// time, which the caller has), which takes txPs on the wire.
-    void Transmit(const FabricNetDevice* from, FabricFrame&& frame, int64_t txPs, int64_t nowPs);
+    /// time, which the caller has), which takes txPs on the wire; dir: DirectionFrom(device).
+    void Transmit(uint32_t dir, FabricFrame&& frame, int64_t txPs, int64_t nowPs);
+    /// The direction of the frames dev sends: 0 for the first device given to Connect.
+    uint32_t DirectionFrom(const FabricNetDevice* dev) const
+    {
+        return dev == PeekPointer(m_dev[0]) ? 0 : 1;
+    }
+    /// What a transmission in direction dir touches (a prefetch hint).
+    const void* HotLine(uint32_t dir) const { return &m_dir[dir]; }
+    /// Takes note of the ends' frame receivers again (for prefetch hints; see FabricNetDevice).
+    void RefreshReceivers();
+    /// See PreparedEvent: direction dir's arrival is coming.
+    void PrepareEvent(uint32_t dir, uint32_t stage) const;
+    /// Prefetches the slot the next frame sent in direction dir will be written to.
+    void PrepareTransmit(uint32_t dir) const { PrefetchSlot(m_dir[dir].inFlight.NextSlot()); }
+    /// Prefetches a frame slot for writing (48 bytes: it may straddle two lines).
+    static void PrefetchSlot(const FabricFrame* slot)
+    {
+        if (slot != nullptr)
+        {
+            __builtin_prefetch(slot, 1);
+            __builtin_prefetch(reinterpret_cast<const char*>(slot) + sizeof(FabricFrame) - 1, 1);
+        }
+    }
     FabricNetDevice* GetPeer(const FabricNetDevice* dev) const;
 
     /// Fails or restores the link: both ends see the change; frames in flight are lost.
     void SetUp(bool up);
-    bool IsUp() const { return m_up; }
+    bool IsUp() const { return m_dir[0].up; }
 
     void SetDelay(Time d)
     {
@@ -61,14 +86,24 @@ class FabricChannel final : public Channel
 
     using ArrivalEvent = ReusableEvent<FabricChannel, &FabricChannel::Deliver>;
 
+    // Cold: ownership and configuration (the first line, beside ns-3's Object fields).
     Ptr<FabricNetDevice> m_dev[2];
-    uint32_t m_dstNode[2]{0, 0}; //!< [d]: node id of the device frames in direction d reach
-    FrameRing m_inFlight[2];     //!< [d]: frames from m_dev[d] to m_dev[1-d], readyPs = arrival
     int64_t m_delayPs{0};
-    int64_t m_handoverPs[2]{0, 0}; //!< [d]: m_delayPs + receiving device's pipeline latency
     uint64_t m_lostInFlight{0};
-    Ptr<ArrivalEvent> m_arrival[2]; //!< [d]: the one pending arrival event, made on first use
-    bool m_up{true};
+
+    /// Direction d: frames from m_dev[d] to m_dev[1-d].
+    struct alignas(64) Direction
+    {
+        FrameRing inFlight;                       //!< readyPs = arrival time
+        FabricNetDevice* to{nullptr};             //!< m_dev[1-d], without the reference count
+        FabricFrameReceiver* toReceiver{nullptr}; //!< to's receiver (a hint only)
+        int64_t handoverPs{0};     //!< m_delayPs + the receiving device's pipeline latency
+        Ptr<ArrivalEvent> arrival; //!< the one pending arrival event, made on first use
+        uint32_t toNode{0};        //!< node id of `to` (the arrival's context)
+        bool up{true};             //!< the link (same in both directions)
+    };
+
+    Direction m_dir[2];
 };
 
 } // namespace metaroce

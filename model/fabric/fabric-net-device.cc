@@ -83,7 +83,8 @@ FabricNetDevice::SetDataRate(DataRate rate)
     m_rate = rate;
     // Exact picoseconds per byte for the usual rates (100G: 80), else 0: divide per frame.
     uint64_t bps = rate.GetBitRate();
-    m_psPerByte = 8000000000000ULL % bps == 0 ? 8000000000000ULL / bps : 0;
+    uint64_t ps = 8000000000000ULL % bps == 0 ? 8000000000000ULL / bps : 0;
+    m_psPerByte = ps <= UINT32_MAX ? static_cast<uint32_t>(ps) : 0;
 }
 
 int64_t
@@ -92,7 +93,7 @@ FabricNetDevice::TxTimePs(uint32_t wireBytes) const
     // bytes * 8 bits * 1e12 ps/s / (bit/s); exact for the usual rates (100G: 80 ps per byte).
     if (m_psPerByte != 0)
     {
-        return static_cast<int64_t>(wireBytes * m_psPerByte);
+        return static_cast<int64_t>(uint64_t(wireBytes) * m_psPerByte);
     }
     unsigned __int128 num = static_cast<unsigned __int128>(wireBytes) * 8000000000000ULL;
     return static_cast<int64_t>(num / m_rate.GetBitRate());
@@ -102,6 +103,7 @@ void
 FabricNetDevice::SetLossRate(double p)
 {
     m_lossRate = p;
+    m_lossy = p > 0;
 }
 
 int64_t
@@ -116,6 +118,62 @@ FabricNetDevice::Attach(Ptr<FabricChannel> channel)
 {
     m_channel = channel;
     m_channelRaw = PeekPointer(channel);
+    m_txDir = static_cast<uint8_t>(channel->DirectionFrom(this));
+}
+
+void
+FabricNetDevice::SetReceiver(FabricFrameReceiver* r)
+{
+    m_receiver = r;
+    m_notifyIdle = r != nullptr && r->WantsPortIdle();
+    if (m_channelRaw != nullptr)
+    {
+        m_channelRaw->RefreshReceivers();
+    }
+}
+
+void
+FabricNetDevice::PrepareEvent(uint32_t, uint32_t stage) const
+{
+    // The hints fetched lines 0-2 and the link's line: fetch the owner's lines that
+    // NotifyDequeue reads (a switch's buffer accounting) and the link slot the next frame
+    // goes to.
+    if (stage == 0 && m_receiver != nullptr)
+    {
+        __builtin_prefetch(m_receiver);
+        __builtin_prefetch(reinterpret_cast<const char*>(m_receiver) + 64);
+    }
+    if (stage == 1 && m_channelRaw != nullptr)
+    {
+        m_channelRaw->PrepareTransmit(m_txDir);
+    }
+}
+
+void
+FabricNetDevice::PrepareEnqueue(const FabricFrame& f) const
+{
+    // Idle port: the frame goes to the link; else to its queue.
+    if (m_channelRaw != nullptr)
+    {
+        m_channelRaw->PrepareTransmit(m_txDir);
+    }
+    FabricChannel::PrefetchSlot(m_queue[QueueOf(f.tc)].NextSlot());
+}
+
+FabricNetDevice::Counters
+FabricNetDevice::GetCounters() const
+{
+    Counters c;
+    c.txPackets = m_txPackets;
+    c.txBytes = m_txBytes;
+    c.rxPackets = m_rxPackets;
+    c.rxBytes = m_rxBytes;
+    c.dropLinkDown = m_dropLinkDown;
+    c.dropCorrupt = m_dropCorrupt;
+    c.maxQueueBytes = m_maxQueueBytes;
+    c.pausedPs = m_pausedPs;
+    c.pauses = m_pauses;
+    return c;
 }
 
 FabricNetDevice*
@@ -135,9 +193,9 @@ FabricNetDevice::Enqueue(FabricFrame&& frame)
     uint32_t q = QueueOf(frame.tc);
     m_queueBytes[q] += frame.wireBytes;
     uint64_t total = m_queueBytes[0] + m_queueBytes[1];
-    if (total > m_counters.maxQueueBytes)
+    if (total > m_maxQueueBytes)
     {
-        m_counters.maxQueueBytes = total;
+        m_maxQueueBytes = total;
     }
     if (m_eventPending)
     {
@@ -179,7 +237,10 @@ FabricNetDevice::ScheduleTx(int64_t delayPs)
         m_txEvent = Create<TxEvent>(this, 0);
     }
     m_eventPending = true;
-    m_txEvent->SetHints(m_queue[1].Empty() ? nullptr : &m_queue[1].Front(), m_channelRaw);
+    // Lines 0 and 1 (with the hot line's neighbour), the transmitter's line, and the frame
+    // that goes next (data: the control queue is usually empty).
+    m_txEvent->SetHints(&m_receiver, &m_busyUntilPs,
+                        m_queue[1].Empty() ? nullptr : &m_queue[1].Front(), TxHotLine());
     TxEvent::ScheduleIn(m_txEvent, delayPs);
 }
 
@@ -271,10 +332,10 @@ FabricNetDevice::StartTransmission(FabricFrame&& f, int64_t now)
     }
     int64_t tx = TxTimePs(f.wireBytes);
     m_busyUntilPs = now + tx;
-    ++m_counters.txPackets;
-    m_counters.txBytes += f.wireBytes;
+    ++m_txPackets;
+    m_txBytes += f.wireBytes;
     TraceFrame(m_txBeginTrace, f); // only when traced: the bytes are cold (or built) here
-    m_channelRaw->Transmit(this, std::move(f), tx, now);
+    m_channelRaw->Transmit(m_txDir, std::move(f), tx, now);
     // The end of this frame matters only if a frame waits behind it or the owner feeds the
     // port one frame at a time; otherwise the next Enqueue finds m_busyUntilPs.
     if (m_notifyIdle || !m_queue[0].Empty() || !m_queue[1].Empty())
@@ -298,13 +359,13 @@ FabricNetDevice::Receive(FabricFrame&& frame)
         Drop(frame, FabricDropReason::LinkDown);
         return;
     }
-    if (m_lossRate > 0 && m_rng.Uniform() < m_lossRate)
+    if (m_lossy && m_rng.Uniform() < m_lossRate)
     {
         Drop(frame, FabricDropReason::Corrupt);
         return;
     }
-    ++m_counters.rxPackets;
-    m_counters.rxBytes += frame.wireBytes;
+    ++m_rxPackets;
+    m_rxBytes += frame.wireBytes;
     if (m_receiver != nullptr)
     {
         m_receiver->ReceiveFrame(this, std::move(frame));
@@ -316,11 +377,11 @@ FabricNetDevice::Drop(const FabricFrame& f, FabricDropReason reason)
 {
     if (reason == FabricDropReason::LinkDown)
     {
-        ++m_counters.dropLinkDown;
+        ++m_dropLinkDown;
     }
     else if (reason == FabricDropReason::Corrupt)
     {
-        ++m_counters.dropCorrupt;
+        ++m_dropCorrupt;
     }
     NS_LOG_LOGIC("port " << m_ifIndex << " drops frame " << f.src << "->" << f.dst << " reason "
                          << unsigned(reason));
@@ -380,12 +441,12 @@ FabricNetDevice::SetPaused(uint8_t tc, bool paused)
     int64_t now = Simulator::Now().GetPicoSeconds();
     if (before == 0 && m_pausedMask != 0)
     {
-        ++m_counters.pauses;
+        ++m_pauses;
         m_pauseStartPs = now;
     }
     else if (before != 0 && m_pausedMask == 0)
     {
-        m_counters.pausedPs += static_cast<uint64_t>(now - m_pauseStartPs);
+        m_pausedPs += static_cast<uint64_t>(now - m_pauseStartPs);
     }
     if (!paused && !m_eventPending)
     {

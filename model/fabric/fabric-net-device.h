@@ -2,6 +2,9 @@
  * One port of a fabric element (switch or NIC): an egress queue in bytes with a
  * strict-priority control queue and a data queue, a transmitter at DataRate, and the receive
  * side of a point-to-point FabricChannel. At most one pending event per port.
+ * The fields a frame's hop reads sit in three cache lines (receive; queues; transmitter),
+ * the rest after them: a large fabric's ports do not fit in any cache, so each line a hop
+ * touches is a miss.
  */
 #ifndef METAROCE_FABRIC_NET_DEVICE_H
 #define METAROCE_FABRIC_NET_DEVICE_H
@@ -41,6 +44,9 @@ class FabricFrameReceiver
     virtual ~FabricFrameReceiver() = default;
     /// A frame arrived at port.
     virtual void ReceiveFrame(FabricNetDevice* port, FabricFrame&& frame) = 0;
+    /// The frame will arrive soon: prefetch what ReceiveFrame will touch, in stages (see
+    /// PreparedEvent), each an event apart. Reads only; changes nothing.
+    virtual void PrepareFrame(const FabricFrame& frame, uint32_t stage) const {}
     /// A frame left port's queue to go on the wire (or was flushed by a link failure).
     virtual void NotifyDequeue(FabricNetDevice* port, const FabricFrame& frame) {}
     /// The transmitter finished and both queues are empty: an owner that feeds the port one
@@ -53,7 +59,7 @@ class FabricFrameReceiver
     virtual void NotifyLinkChange(FabricNetDevice* port, bool up) {}
 };
 
-class FabricNetDevice final : public NetDevice
+class alignas(64) FabricNetDevice final : public NetDevice
 {
   public:
     static TypeId GetTypeId();
@@ -67,11 +73,19 @@ class FabricNetDevice final : public NetDevice
     void Receive(FabricFrame&& frame);
 
     void Attach(Ptr<FabricChannel> channel);
-    void SetReceiver(FabricFrameReceiver* r)
+    void SetReceiver(FabricFrameReceiver* r);
+    /// The port's receive-side cache line, for prefetch hints (what a frame's arrival reads).
+    const void* RxHotLine() const { return &m_receiver; }
+    /// The cache line of its link that a frame this port sends touches (or null: no link).
+    const void* TxHotLine() const
     {
-        m_receiver = r;
-        m_notifyIdle = r != nullptr && r->WantsPortIdle();
+        return m_channelRaw ? m_channelRaw->HotLine(m_txDir) : nullptr;
     }
+    /// See PreparedEvent: the transmitter's event is coming.
+    void PrepareEvent(uint32_t, uint32_t stage) const;
+    /// Prefetches the slots an Enqueue of frame will write (its queue's, its link's), once
+    /// this port's hot lines and its link's are in cache.
+    void PrepareEnqueue(const FabricFrame& frame) const;
     FabricFrameReceiver* GetReceiver() const { return m_receiver; }
     /// Called by the channel on link failure/recovery (both ends).
     void SetLinkUp(bool up);
@@ -120,7 +134,7 @@ class FabricNetDevice final : public NetDevice
         uint64_t pauses{0};   //!< transitions into pause
     };
 
-    const Counters& GetCounters() const { return m_counters; }
+    Counters GetCounters() const;
 
     // NetDevice
     void SetIfIndex(const uint32_t index) override;
@@ -167,32 +181,46 @@ class FabricNetDevice final : public NetDevice
     void Kick(int64_t now);
     void Drop(const FabricFrame& f, FabricDropReason reason);
 
-    Ptr<Node> m_node;
-    Ptr<FabricChannel> m_channel;
-    FabricChannel* m_channelRaw{nullptr}; //!< m_channel without the reference count
+    // Line 0, after NetDevice's 32 bytes: what a frame's arrival reads.
     FabricFrameReceiver* m_receiver{nullptr};
+    uint64_t m_rxPackets{0};
+    uint64_t m_rxBytes{0}; //!< wire bytes
+    uint32_t m_ifIndex{0};
+    bool m_linkUp{true};
+    bool m_lossy{false};        //!< m_lossRate > 0
+    bool m_eventPending{false}; //!< m_txEvent is scheduled and has not run
+    bool m_notifyIdle{false};   //!< the owner wants NotifyPortIdle (a NIC's arbiter)
+    // Line 1: the queues.
     FrameRing m_queue[2]; //!< [0] control, strict priority; [1] data
     uint64_t m_queueBytes[2]{0, 0};
-    DataRate m_rate;
-    uint64_t m_psPerByte{0}; //!< exact ps per byte at m_rate, or 0 (see TxTimePs)
-    using TxEvent = ReusableEvent<FabricNetDevice, &FabricNetDevice::TransmitComplete>;
-    Ptr<TxEvent> m_txEvent;   //!< transmission end, or a deferred start; made on first use
+    // Line 2: the transmitter.
     int64_t m_busyUntilPs{0}; //!< end of the frame being serialized (or of the last one)
+    uint64_t m_txPackets{0};
+    uint64_t m_txBytes{0}; //!< wire bytes, overhead included
+    uint64_t m_maxQueueBytes{0};
+    FabricChannel* m_channelRaw{nullptr}; //!< m_channel without the reference count
+    using TxEvent = ReusableEvent<FabricNetDevice, &FabricNetDevice::TransmitComplete>;
+    Ptr<TxEvent> m_txEvent;  //!< transmission end, or a deferred start; made on first use
+    uint32_t m_psPerByte{0}; //!< exact ps per byte at m_rate, or 0 (see TxTimePs)
+    uint8_t m_controlTc{6};
+    uint8_t m_pausedMask{0};
+    uint8_t m_txDir{0};                               //!< m_channelRaw's direction from here
+    TracedCallback<Ptr<const Packet>> m_txBeginTrace; //!< IsEmpty reads its first word: line 2
+    // Cold.
+    Ptr<Node> m_node;
+    Ptr<FabricChannel> m_channel;
+    DataRate m_rate;
     int64_t m_rxLatencyPs{0};
     double m_lossRate{0};
     FastRng m_rng;
     int64_t m_pauseStartPs{0};
-    Counters m_counters;
-    uint32_t m_ifIndex{0};
+    uint64_t m_dropLinkDown{0};
+    uint64_t m_dropCorrupt{0};
+    uint64_t m_pausedPs{0};
+    uint64_t m_pauses{0};
     uint16_t m_mtu{9000};
-    uint8_t m_controlTc{6};
-    uint8_t m_pausedMask{0};
-    bool m_eventPending{false}; //!< m_txEvent is scheduled and has not run
-    bool m_notifyIdle{false};   //!< the owner wants NotifyPortIdle (a NIC's arbiter)
-    bool m_linkUp{true};
 
     TracedCallback<Ptr<const Packet>, uint8_t> m_dropTrace;
-    TracedCallback<Ptr<const Packet>> m_txBeginTrace;
     TracedCallback<> m_linkChangeCallbacks;
 };
 

@@ -74,9 +74,11 @@ FabricSwitch::GetTypeId()
                           "group update.",
                           TimeValue(MilliSeconds(1)),
                           MakeTimeAccessor(&FabricSwitch::m_convergence), MakeTimeChecker(Time(0)))
-            .AddAttribute("EcmpSalt", "Per-switch ECMP hash seed; 0 derives one from the node id.",
-                          UintegerValue(0), MakeUintegerAccessor(&FabricSwitch::m_salt),
-                          MakeUintegerChecker<uint32_t>())
+            .AddAttribute(
+                "EcmpSalt", "Per-switch ECMP hash seed; 0 derives one from the node id.",
+                UintegerValue(0),
+                MakeUintegerAccessor(&FabricSwitch::SetEcmpSalt, &FabricSwitch::GetEcmpSalt),
+                MakeUintegerChecker<uint32_t>())
             .AddAttribute("PfcEnabled",
                           "Priority flow control for the lossless traffic class: pause the "
                           "upstream port when its ingress bytes pass the dynamic threshold, so "
@@ -111,7 +113,31 @@ FabricSwitch::GetTypeId()
     return tid;
 }
 
-FabricSwitch::FabricSwitch() = default;
+FabricSwitch::FabricSwitch()
+{
+    SetEcmpSalt(0); // the node id is known: Node's constructor registered it
+}
+
+void
+FabricSwitch::SetEcmpSalt(uint32_t salt)
+{
+    m_salt = salt;
+    m_hashSalt = salt != 0 ? salt : static_cast<uint32_t>(Mix64(GetId()));
+}
+
+FabricSwitch::Counters
+FabricSwitch::GetCounters() const
+{
+    Counters c;
+    c.forwarded = m_forwarded;
+    c.dropBuffer = m_dropBuffer;
+    c.dropNoRoute = m_dropNoRoute;
+    c.ecnMarked = m_ecnMarked;
+    c.maxBufferUsed = m_maxBufferUsed;
+    c.pausesSent = m_pausesSent;
+    c.resumesSent = m_resumesSent;
+    return c;
+}
 
 FabricSwitch::~FabricSwitch() = default;
 
@@ -119,7 +145,11 @@ void
 FabricSwitch::DoDispose()
 {
     m_ports.clear();
+    m_portsData = nullptr;
+    m_nPorts = 0;
+    m_egress = nullptr;
     m_router = nullptr;
+    m_routerRaw = nullptr;
     Node::DoDispose();
 }
 
@@ -130,7 +160,10 @@ FabricSwitch::AddPort(Ptr<FabricNetDevice> dev)
     dev->SetReceiver(this);
     dev->SetRxLatency(m_latency.GetPicoSeconds());
     m_ports.push_back(PeekPointer(dev));
-    return static_cast<uint32_t>(m_ports.size() - 1);
+    m_portsData = m_ports.data();
+    m_nPorts = static_cast<uint32_t>(m_ports.size());
+    m_egress = nullptr; // refilled at the next frame
+    return m_nPorts - 1;
 }
 
 void
@@ -153,6 +186,7 @@ void
 FabricSwitch::SetRouter(Ptr<FabricRouter> router, const SwitchCoord& coord)
 {
     m_router = router;
+    m_routerRaw = PeekPointer(router);
     m_coord = coord;
 }
 
@@ -166,7 +200,7 @@ FabricSwitch::AssignStreams(int64_t stream)
 uint64_t
 FabricSwitch::GetBufferBytes() const
 {
-    return m_bufferBytes != 0 ? m_bufferBytes : m_bufferPerPort * m_ports.size();
+    return m_bufferBytes != 0 ? m_bufferBytes : m_bufferPerPort * m_nPorts;
 }
 
 double
@@ -186,7 +220,7 @@ FabricSwitch::MarkProbability(uint64_t q) const
 int32_t
 FabricSwitch::SelectEgress(uint32_t src, uint32_t dst, uint16_t entropy) const
 {
-    PortRange r = m_router->Route(m_coord, dst);
+    PortRange r = m_routerRaw->Route(m_coord, dst);
     if (r.count == 0)
     {
         return -1;
@@ -195,9 +229,8 @@ FabricSwitch::SelectEgress(uint32_t src, uint32_t dst, uint16_t entropy) const
     {
         return IsRoutable(r.first) ? static_cast<int32_t>(r.first) : -1;
     }
-    uint32_t salt = m_salt != 0 ? m_salt : static_cast<uint32_t>(Mix64(GetId()));
-    uint32_t h = EcmpHash(src, dst, entropy, salt);
-    if (m_unroutable.empty())
+    uint32_t h = EcmpHash(src, dst, entropy, m_hashSalt);
+    if (!m_anyUnroutable)
     {
         return static_cast<int32_t>(r.first + h % r.count);
     }
@@ -223,16 +256,65 @@ FabricSwitch::SelectEgress(uint32_t src, uint32_t dst, uint16_t entropy) const
 }
 
 void
-FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
+FabricSwitch::FillEgress()
 {
+    m_egressStore.resize(m_nPorts);
+    for (uint32_t i = 0; i < m_nPorts; ++i)
+    {
+        m_egressStore[i] = {m_portsData[i], m_portsData[i]->TxHotLine()};
+    }
+    m_egress = m_egressStore.data();
+}
+
+void
+FabricSwitch::PrepareFrame(const FabricFrame& f, uint32_t stage) const
+{
+    // Where the frame will go (the same pure function ReceiveFrame runs): fetch the egress
+    // entry, then the port's three hot lines and its link's, which ReceiveFrame would
+    // otherwise wait for one after the other.
+    if (m_egress == nullptr)
+    {
+        return;
+    }
     int32_t e = SelectEgress(f.src, f.dst, f.entropy);
     if (e < 0)
     {
-        ++m_counters.dropNoRoute;
+        return;
+    }
+    if (stage == 0)
+    {
+        __builtin_prefetch(&m_egress[e]);
+        __builtin_prefetch(&m_bufferUsed); // line 3: admission
+        return;
+    }
+    const FabricNetDevice* out = m_egress[e].port;
+    if (stage == 1)
+    {
+        const char* p = reinterpret_cast<const char*>(out);
+        __builtin_prefetch(p);
+        __builtin_prefetch(p + 64);
+        __builtin_prefetch(p + 128);
+        __builtin_prefetch(m_egress[e].link);
+        return;
+    }
+    out->PrepareEnqueue(f);
+}
+
+void
+FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
+{
+    if (m_egress == nullptr)
+    {
+        FillEgress();
+    }
+    int32_t e = SelectEgress(f.src, f.dst, f.entropy);
+    if (e < 0)
+    {
+        ++m_dropNoRoute;
         TraceFrame(m_dropTrace, f, static_cast<uint8_t>(FabricDropReason::NoRoute));
         return;
     }
-    FabricNetDevice* out = m_ports[e];
+    FabricNetDevice* out = m_egress[e].port; // the entry PrepareFrame fetched
     if (!out->IsLinkUp())
     {
         out->Enqueue(std::move(f)); // counted as a link-down drop by the port (black hole)
@@ -247,7 +329,7 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
     if (m_bufferUsed + f.wireBytes > total ||
         (!lossless && static_cast<double>(queued + f.wireBytes) > threshold))
     {
-        ++m_counters.dropBuffer;
+        ++m_dropBuffer;
         TraceFrame(m_dropTrace, f, static_cast<uint8_t>(FabricDropReason::BufferFull));
         return;
     }
@@ -257,7 +339,7 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
         if (p >= 1.0 || m_rng.Uniform() < p)
         {
             f.ecn = ECN_CE;
-            ++m_counters.ecnMarked;
+            ++m_ecnMarked;
             TraceFrame(m_markTrace, f);
         }
     }
@@ -276,11 +358,11 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
         }
     }
     m_bufferUsed += f.wireBytes;
-    if (m_bufferUsed > m_counters.maxBufferUsed)
+    if (m_bufferUsed > m_maxBufferUsed)
     {
-        m_counters.maxBufferUsed = m_bufferUsed;
+        m_maxBufferUsed = m_bufferUsed;
     }
-    ++m_counters.forwarded;
+    ++m_forwarded;
     out->Enqueue(std::move(f));
 }
 
@@ -342,11 +424,11 @@ FabricSwitch::SendPause(uint32_t i, bool pause)
     m_upstreamPaused[i] = pause;
     if (pause)
     {
-        ++m_counters.pausesSent;
+        ++m_pausesSent;
     }
     else
     {
-        ++m_counters.resumesSent;
+        ++m_resumesSent;
     }
     FabricNetDevice* up = m_ports[i]->GetPeer();
     if (up == nullptr)
@@ -369,13 +451,14 @@ void
 FabricSwitch::Converge(uint32_t i)
 {
     bool up = m_ports[i]->IsLinkUp();
-    if (m_unroutable.empty())
+    if (!m_anyUnroutable)
     {
         if (up)
         {
             return;
         }
         m_unroutable.assign(m_ports.size(), false);
+        m_anyUnroutable = true;
     }
     m_unroutable[i] = !up;
     NS_LOG_INFO("switch " << GetId() << " port " << i << (up ? " rejoins" : " leaves")

@@ -8,7 +8,8 @@
 #ifndef METAROCE_REUSABLE_EVENT_H
 #define METAROCE_REUSABLE_EVENT_H
 
-#include "ns3/event-impl.h"
+#include "model/core/prepared-event.h"
+
 #include "ns3/nstime.h"
 #include "ns3/ptr.h"
 #include "ns3/simulator.h"
@@ -20,25 +21,33 @@ namespace ns3
 namespace metaroce
 {
 
-/// Calls (owner->*Fn)(arg) when it fires. At most one pending firing at a time is the
-/// owner's rule; the object itself does not check it.
-template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent : public EventImpl
+/// Calls (owner->*Fn)(arg) when it fires, and owner->PrepareEvent(arg, stage) (const,
+/// changing nothing) shortly before. At most one pending firing at a time is the owner's rule; the
+/// object itself does not check it.
+template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent final : public PreparedEvent
 {
   public:
     ReusableEvent(T* owner, uint32_t arg)
-        : m_owner(owner)
+        : m_hot(owner)
+        , m_owner(owner)
         , m_arg(arg)
     {
+        static const bool registered = (Register(this), true);
+        (void) registered;
     }
 
-    /// What the owner will touch first when this fires (a queued frame, the next element):
-    /// the scheduler prefetches both with the owner. Only hints: a stale address costs
-    /// nothing but the fetch.
-    void SetHints(const void* first, const void* second)
+    /// What the firing will touch first: a hot cache line (`hot`, with the line after it)
+    /// and three more addresses (a queued frame, the next element). The scheduler prefetches
+    /// them two events ahead. Only hints: a stale address costs nothing but the fetch.
+    void SetHints(const void* hot, const void* a, const void* b, const void* c)
     {
-        m_hint[0] = first;
-        m_hint[1] = second;
+        m_hot = hot;
+        m_hint[0] = a;
+        m_hint[1] = b;
+        m_hint[2] = c;
     }
+
+    void Prepare(uint32_t stage) const override { m_owner->PrepareEvent(m_arg, stage); }
 
     /// Schedules this object `delayPs` from now in the current context.
     static void ScheduleIn(const Ptr<ReusableEvent>& ev, int64_t delayPs)
@@ -60,8 +69,10 @@ template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent : public Even
     void Notify() override { (m_owner->*Fn)(m_arg); }
 
   private:
-    T* m_owner; // first after EventImpl's fields, then m_hint: see QuadHeapScheduler::PrefetchOwner
-    const void* m_hint[2]{nullptr, nullptr};
+    // m_hot first after EventImpl's fields, then m_hint: see QuadHeapScheduler::PrefetchOwner
+    const void* m_hot;
+    const void* m_hint[3]{nullptr, nullptr, nullptr};
+    T* m_owner;
     uint32_t m_arg;
 };
 

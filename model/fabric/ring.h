@@ -88,6 +88,13 @@ template <typename T> class Ring
 
     const T& At(uint32_t i) const { return m_buf[(m_head + i) & (m_cap - 1)]; }
 
+    /// Where the next PushBack will construct its element (null if it must grow first): a
+    /// prefetch hint.
+    const T* NextSlot() const
+    {
+        return m_size < m_cap ? &m_buf[(m_head + m_size) & (m_cap - 1)] : nullptr;
+    }
+
     void PushBack(T&& v)
     {
         if (m_size == m_cap)
