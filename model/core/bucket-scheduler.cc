@@ -48,7 +48,15 @@ BucketScheduler::GetTypeId()
                           "further ahead than Buckets x width wait in a heap. Speed only: the "
                           "order never changes.",
                           UintegerValue(4096), MakeUintegerAccessor(&BucketScheduler::m_buckets),
-                          MakeUintegerChecker<uint32_t>(64, 1u << 24));
+                          MakeUintegerChecker<uint32_t>(64, 1u << 24))
+            .AddAttribute("PrepareAbove",
+                          "Walk the next events through PreparedEvent's prefetch stages only "
+                          "while more than this many events are pending in the near future: "
+                          "a small fabric's state stays in cache, and there the stages cost "
+                          "more than they hide. Speed only: the order never changes.",
+                          UintegerValue(16384),
+                          MakeUintegerAccessor(&BucketScheduler::m_prepareAbove),
+                          MakeUintegerChecker<uint64_t>());
     return tid;
 }
 
@@ -225,7 +233,8 @@ BucketScheduler::RemoveNext()
         // Event objects and what they touch are usually cold: while this event runs, the
         // next ones go through the stages of PreparedEvent, each reading only lines the
         // stage before fetched (one event earlier).
-        constexpr std::size_t kS = PreparedEvent::kStages;
+        // With few events pending the state is in cache and only the first two stages run.
+        std::size_t kS = m_inRing > m_prepareAbove ? PreparedEvent::kStages : 0;
         for (std::size_t k = 1; k <= kS && k <= n; ++k)
         {
             EventImpl* next = m_near[n - k].impl;

@@ -82,7 +82,8 @@ class BucketScheduler : public Scheduler
     mutable uint64_t m_nearBucket{0};     //!< which bucket m_near holds, if not empty
     mutable Chunk* m_free{nullptr};
     mutable std::vector<std::unique_ptr<Chunk[]>> m_slabs;
-    std::size_t m_inRing{0};      //!< events in the ring and m_near
+    std::size_t m_inRing{0}; //!< events in the ring and m_near
+    uint64_t m_prepareAbove{16384};
     Ptr<QuadHeapScheduler> m_far; //!< events beyond the ring's horizon
 };
 

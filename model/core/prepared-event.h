@@ -5,10 +5,11 @@
  * link, the next switch, the port the frame leaves by), and each miss waits for the one
  * before it. The scheduler knows which events come next, so it walks them through stages
  * while earlier events run, one stage per event: fetch the event object; fetch what it
- * names as hints (see QuadHeapScheduler::PrefetchOwner); then Prepare(0), (1) and (2),
- * each reading only lines the stage before fetched and fetching the next level (for a frame
+ * names as hints (see QuadHeapScheduler::PrefetchOwner); then Prepare(0), (1), ..., each
+ * reading only lines the stage before fetched and fetching the next level (for a frame
  * arriving at a switch: the switch's entry for the egress port ECMP will pick, then that
- * port and its link, then the slot the frame will be written to). Prepare only reads and
+ * port and its link, then the slot the frame will be written to; at a NIC: the transport
+ * header, the QP's entry, the QP, its sender or receiver state, the path). Prepare only reads and
  * prefetches, so it changes no result, only speed.
  */
 #ifndef METAROCE_PREPARED_EVENT_H
@@ -26,8 +27,8 @@ namespace metaroce
 class PreparedEvent : public EventImpl
 {
   public:
-    static constexpr uint32_t kStages = 3;
-    /// Stage `stage` (0, 1, 2, one event apart): reads what the stage before fetched and
+    static constexpr uint32_t kStages = 6;
+    /// Stage `stage` (0 to kStages - 1, one event apart): reads what the stage before fetched and
     /// prefetches what the firing needs next. Must change nothing. Not called for a
     /// cancelled event (its owner may be gone).
     virtual void Prepare(uint32_t stage) const = 0;

@@ -53,8 +53,15 @@ class alignas(64) FabricChannel final : public Channel
     {
         if (slot != nullptr)
         {
-            __builtin_prefetch(slot, 1);
-            __builtin_prefetch(reinterpret_cast<const char*>(slot) + sizeof(FabricFrame) - 1, 1);
+            const char* first = reinterpret_cast<const char*>(slot);
+            const char* last = first + sizeof(FabricFrame) - 1;
+            __builtin_prefetch(first, 1);
+            if (((reinterpret_cast<std::uintptr_t>(first) ^
+                  reinterpret_cast<std::uintptr_t>(last)) &
+                 ~std::uintptr_t(63)) != 0)
+            {
+                __builtin_prefetch(last, 1);
+            }
         }
     }
     FabricNetDevice* GetPeer(const FabricNetDevice* dev) const;

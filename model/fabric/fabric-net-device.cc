@@ -152,10 +152,15 @@ FabricNetDevice::PrepareEvent(uint32_t, uint32_t stage) const
 void
 FabricNetDevice::PrepareEnqueue(const FabricFrame& f) const
 {
-    // Idle port: the frame goes to the link; else to its queue.
-    if (m_channelRaw != nullptr)
+    // Nothing queued or pending: the frame most likely goes straight to the link; else to
+    // its queue.
+    if (m_queue[0].Empty() && m_queue[1].Empty() && !m_eventPending)
     {
-        m_channelRaw->PrepareTransmit(m_txDir);
+        if (m_channelRaw != nullptr)
+        {
+            m_channelRaw->PrepareTransmit(m_txDir);
+        }
+        return;
     }
     FabricChannel::PrefetchSlot(m_queue[QueueOf(f.tc)].NextSlot());
 }

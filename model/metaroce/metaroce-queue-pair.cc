@@ -1074,6 +1074,59 @@ MetaRoceQueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& 
 }
 
 void
+MetaRoceQueuePair::PrepareReceive(const RdmaHeader& h, uint32_t stage) const
+{
+    bool ack = h.opcode == RdmaOpcode::PathAck;
+    if (stage == 0)
+    {
+        // The lines of this object that Receive reads (the first is in cache).
+        __builtin_prefetch(&m_counters);
+        __builtin_prefetch(&m_nic);
+        __builtin_prefetch(&m_ackInterval);
+        if (ack)
+        {
+            __builtin_prefetch(&m_tx);
+        }
+        else
+        {
+            PrefetchPlacement();
+            __builtin_prefetch(&m_rx);
+        }
+        return;
+    }
+    if (ack)
+    {
+        if (m_tx == nullptr)
+        {
+            return;
+        }
+        if (stage == 1)
+        {
+            PrefetchRange(m_tx.get(), sizeof(Sender));
+        }
+        else if (h.path < m_tx->paths.size())
+        {
+            PrefetchRange(&m_tx->paths[h.path], sizeof(SPath));
+            __builtin_prefetch(&m_tx->cc.paths[h.path]);
+        }
+        return;
+    }
+    if (stage == 1)
+    {
+        if (h.path < m_rxSlot.size())
+        {
+            __builtin_prefetch(&m_rxSlot[h.path]);
+        }
+        __builtin_prefetch(PeekPointer(m_hint));
+        __builtin_prefetch(m_rx.data());
+    }
+    else if (const RPath* r = RxPath(h.path))
+    {
+        PrefetchRange(r, sizeof(RPath));
+    }
+}
+
+void
 MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
 {
     m_hint->OnData(this);

@@ -69,6 +69,7 @@ class MetaRoceQueuePair : public QueuePair
     Ptr<QueuePair> Clone() const override;
     PullResult PullFrame(uint32_t port, FabricFrame& out) override;
     void Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h) override;
+    void PrepareReceive(const RdmaHeader& h, uint32_t stage) const override;
     void NotifyPortState(uint32_t port, bool up) override;
 
     /// What tests and reports may read of a path.
@@ -319,6 +320,11 @@ class MetaRoceQueuePair : public QueuePair
 
     /// The receive state of path `id`, or null if nothing came on it yet.
     RPath* RxPath(uint32_t id)
+    {
+        return id < m_rxSlot.size() && m_rxSlot[id] != 0 ? &m_rx[m_rxSlot[id] - 1] : nullptr;
+    }
+
+    const RPath* RxPath(uint32_t id) const
     {
         return id < m_rxSlot.size() && m_rxSlot[id] != 0 ? &m_rx[m_rxSlot[id] - 1] : nullptr;
     }

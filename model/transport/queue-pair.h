@@ -85,6 +85,25 @@ class QueuePair : public Object
     virtual PullResult PullFrame(uint32_t port, FabricFrame& out) = 0;
     /// A frame for this QP arrived on `port` (its RdmaHeader already removed into h).
     virtual void Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h) = 0;
+    /// A frame with header h will arrive soon: prefetch what Receive will touch, in stages
+    /// one event apart (0, 1, 2; see PreparedEvent), each reading only what the one before
+    /// fetched (stage 0: this object's first line). Reads only; changes nothing.
+    virtual void PrepareReceive(const RdmaHeader& h, uint32_t stage) const {}
+    /// Prefetches the lines of the receive bookkeeping Place reads (for PrepareReceive).
+    void PrefetchPlacement() const
+    {
+        __builtin_prefetch(&m_recv);
+        __builtin_prefetch(&m_onReceive);
+    }
+    /// Prefetches the `bytes` of an object from `p` on (a helper for PrepareReceive).
+    static void PrefetchRange(const void* p, std::size_t bytes)
+    {
+        const char* c = static_cast<const char*>(p);
+        for (std::size_t off = 0; off < bytes; off += 64)
+        {
+            __builtin_prefetch(c + off);
+        }
+    }
     /// A port of the NIC went down or came back.
     virtual void NotifyPortState(uint32_t port, bool up) {}
 

@@ -149,6 +149,40 @@ RdmaNic::ReceiveFrame(FabricNetDevice* port, FabricFrame&& frame)
 }
 
 void
+RdmaNic::PrepareFrame(const FabricFrame& f, uint32_t stage) const
+{
+    // Along the chain Deliver follows: header, QP table entry, QP, then the QP's own state.
+    if (!f.header)
+    {
+        return;
+    }
+    const auto* fh = static_cast<const RdmaFrameHeader*>(&*f.header);
+    if (stage == 0)
+    {
+        __builtin_prefetch(fh);
+        __builtin_prefetch(reinterpret_cast<const char*>(fh) + 64);
+        return;
+    }
+    uint32_t qpn = fh->h.destQpn;
+    if (qpn == 0 || qpn >= m_qps.size())
+    {
+        return;
+    }
+    if (stage == 1)
+    {
+        __builtin_prefetch(&m_qps[qpn]);
+        return;
+    }
+    const QueuePair* qp = PeekPointer(m_qps[qpn]);
+    if (stage == 2)
+    {
+        __builtin_prefetch(qp);
+        return;
+    }
+    qp->PrepareReceive(fh->h, stage - 3);
+}
+
+void
 RdmaNic::Deliver(FabricNetDevice* port, FabricFrame& frame, const RdmaHeader& h)
 {
     if (h.destQpn == 0 || h.destQpn >= m_qps.size())

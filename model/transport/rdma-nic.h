@@ -21,7 +21,7 @@ namespace ns3
 namespace metaroce
 {
 
-class RdmaNic final : public Object, public FabricFrameReceiver
+class alignas(64) RdmaNic final : public Object, public FabricFrameReceiver
 {
   public:
     static TypeId GetTypeId();
@@ -50,6 +50,7 @@ class RdmaNic final : public Object, public FabricFrameReceiver
 
     // FabricFrameReceiver
     void ReceiveFrame(FabricNetDevice* port, FabricFrame&& frame) override;
+    void PrepareFrame(const FabricFrame& frame, uint32_t stage) const override;
     void NotifyPortIdle(FabricNetDevice* port) override;
 
     bool WantsPortIdle() const override { return true; }
@@ -72,9 +73,10 @@ class RdmaNic final : public Object, public FabricFrameReceiver
     /// Hands a received frame to the QP its header names.
     void Deliver(FabricNetDevice* port, FabricFrame& frame, const RdmaHeader& h);
 
+    // In the line of FabricFrameReceiver's vtable pointer: what receiving reads.
+    std::vector<Ptr<QueuePair>> m_qps; //!< index = QPN; [0] unused
     Ptr<Node> m_host;
     std::vector<Port> m_ports;
-    std::vector<Ptr<QueuePair>> m_qps; //!< index = QPN; [0] unused
     std::vector<uint32_t> m_readyMask; //!< per QPN: ports whose round robin holds it
     uint32_t m_nicId{0};
     mutable double m_upCapacityBps{-1}; //!< see GetUpCapacityBps; < 0: recompute
