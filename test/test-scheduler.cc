@@ -4,8 +4,10 @@
 #include "model/core/bucket-scheduler.h"
 #include "model/core/quad-heap-scheduler.h"
 #include "model/fabric/fabric-random.h"
+#include "model/fabric/reusable-event.h"
 #include "test-util.h"
 
+#include "ns3/config.h"
 #include "ns3/global-value.h"
 #include "ns3/make-event.h"
 #include "ns3/priority-queue-scheduler.h"
@@ -126,11 +128,11 @@ namespace
 /// Runs sixteen 1 MiB MetaRoCE transfers on the 64-NIC fabric at 1% loss and returns every
 /// observable that depends on event order: completion times, counters, the switch statistics.
 std::vector<uint64_t>
-RunWith(const char* scheduler)
+RunWith(const char* scheduler, const char* qpType = "ns3::metaroce::MetaRoceQueuePair")
 {
     SimGuard guard;
     GlobalValue::Bind("SchedulerType", StringValue(scheduler));
-    RdmaWorld w("topologies/fpf-8plane-64.json", "ns3::metaroce::MetaRoceQueuePair");
+    RdmaWorld w("topologies/fpf-8plane-64.json", qpType);
     w.fabric->SetLossRate(0.01); // retransmissions and timers make the order matter more
     std::vector<Ptr<QueuePair>> qps;
     for (uint32_t i = 0; i < 16; ++i)
@@ -165,6 +167,91 @@ TEST_CASE("A run under either scheduler is identical to one under ns-3's", "[sch
     CHECK(a == b);
     CHECK(a[0] > 0);
     CHECK(a[3] > 0); // losses were repaired: timers and retransmissions took part
+}
+
+namespace
+{
+/// Counts the calls of PrepareEvent (stage by stage) and of the event itself.
+struct PrepareProbe
+{
+    void Fire(uint32_t) { ++fired; }
+
+    void PrepareEvent(uint32_t, uint32_t stage) const { ++prepared[stage]; }
+
+    uint64_t fired{0};
+    mutable uint64_t prepared[PreparedEvent::kStages]{};
+};
+} // namespace
+
+TEST_CASE("The scheduler prepares reusable events stage by stage, and only them", "[scheduler]")
+{
+    using Probe = ReusableEvent<PrepareProbe, &PrepareProbe::Fire>;
+    PrepareProbe owner;
+    Ptr<Probe> ev = Create<Probe>(&owner, 0);
+    CHECK(PreparedEvent::Is(PeekPointer(ev)));
+    Ptr<EventImpl> foreign = MakeEvent(&Nothing);
+    CHECK_FALSE(PreparedEvent::Is(PeekPointer(foreign)));
+
+    auto run = [&](uint32_t prepareAbove)
+    {
+        ObjectFactory f("ns3::metaroce::BucketScheduler");
+        f.Set("PrepareAbove", UintegerValue(prepareAbove));
+        Ptr<Scheduler> s = f.Create<Scheduler>();
+        // 100 firings of the probe among ns-3 events, all in one bucket; one is cancelled.
+        std::vector<Ptr<EventImpl>> keep;
+        for (uint64_t i = 0; i < 200; ++i)
+        {
+            Ptr<EventImpl> impl =
+                i % 2 == 0 ? Ptr<EventImpl>(Create<Probe>(&owner, 0)) : MakeEvent(&Nothing);
+            if (i == 100)
+            {
+                impl->Cancel();
+            }
+            keep.push_back(impl);
+            Scheduler::Event e;
+            e.impl = PeekPointer(impl);
+            e.key.m_ts = 1000 + i % 7;
+            e.key.m_uid = i;
+            e.key.m_context = 0;
+            s->Insert(e);
+        }
+        owner = PrepareProbe();
+        while (!s->IsEmpty())
+        {
+            Scheduler::Event e = s->RemoveNext();
+            if (!e.impl->IsCancelled())
+            {
+                e.impl->Invoke();
+            }
+        }
+    };
+    run(0); // always prepare
+    CHECK(owner.fired == 99);
+    for (uint32_t k = 0; k < PreparedEvent::kStages; ++k)
+    {
+        INFO("stage " << k);
+        // Every probe but the cancelled one and those too near the end of the queue.
+        CHECK(owner.prepared[k] >= 99 - PreparedEvent::kStages);
+        CHECK(owner.prepared[k] <= 99);
+    }
+    run(1000); // fewer pending than that: no stages
+    CHECK(owner.fired == 99);
+    CHECK(owner.prepared[0] == 0);
+}
+
+TEST_CASE("Prepare stages on every event change no result", "[scheduler]")
+{
+    // The default threshold keeps the stages off on this small fabric; 0 turns them on.
+    for (const char* qp : {"ns3::metaroce::MetaRoceQueuePair", "ns3::metaroce::RoceV2QueuePair"})
+    {
+        INFO(qp);
+        auto off = RunWith("ns3::metaroce::BucketScheduler", qp);
+        Config::SetDefault("ns3::metaroce::BucketScheduler::PrepareAbove", UintegerValue(0));
+        auto on = RunWith("ns3::metaroce::BucketScheduler", qp);
+        Config::SetDefault("ns3::metaroce::BucketScheduler::PrepareAbove", UintegerValue(16384));
+        CHECK(off == on);
+        CHECK(off[0] > 0);
+    }
 }
 
 namespace
