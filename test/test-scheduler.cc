@@ -189,7 +189,7 @@ TEST_CASE("The scheduler prepares reusable events stage by stage, and only them"
     PrepareProbe owner;
     Ptr<Probe> ev = Create<Probe>(&owner, 0);
     CHECK(PreparedEvent::Is(PeekPointer(ev)));
-    Ptr<EventImpl> foreign = MakeEvent(&Nothing);
+    Ptr<EventImpl> foreign(MakeEvent(&Nothing), false); // MakeEvent returns a reference
     CHECK_FALSE(PreparedEvent::Is(PeekPointer(foreign)));
 
     auto run = [&](uint32_t prepareAbove)
@@ -201,11 +201,11 @@ TEST_CASE("The scheduler prepares reusable events stage by stage, and only them"
         std::vector<Ptr<EventImpl>> keep;
         for (uint64_t i = 0; i < 200; ++i)
         {
-            Ptr<EventImpl> impl =
-                i % 2 == 0 ? Ptr<EventImpl>(Create<Probe>(&owner, 0)) : MakeEvent(&Nothing);
+            Ptr<EventImpl> impl = i % 2 == 0 ? Ptr<EventImpl>(Create<Probe>(&owner, 0))
+                                             : Ptr<EventImpl>(MakeEvent(&Nothing), false);
             if (i == 100)
             {
-                impl->Cancel();
+                StaticCast<Probe>(impl)->CancelFiring();
             }
             keep.push_back(impl);
             Scheduler::Event e;

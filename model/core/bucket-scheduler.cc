@@ -238,7 +238,7 @@ BucketScheduler::RemoveNext()
         for (std::size_t k = 1; k <= kS && k <= n; ++k)
         {
             EventImpl* next = m_near[n - k].impl;
-            if (PreparedEvent::Is(next) && !next->IsCancelled())
+            if (PreparedEvent::Is(next))
             {
                 static_cast<const PreparedEvent*>(next)->Prepare(static_cast<uint32_t>(kS - k));
             }

@@ -29,8 +29,9 @@ class PreparedEvent : public EventImpl
   public:
     static constexpr uint32_t kStages = 6;
     /// Stage `stage` (0 to kStages - 1, one event apart): reads what the stage before fetched and
-    /// prefetches what the firing needs next. Must change nothing. Not called for a
-    /// cancelled event (its owner may be gone).
+    /// prefetches what the firing needs next. Must change nothing, and do nothing once the
+    /// event is cancelled (its owner may be gone): the scheduler does not ask, as
+    /// EventImpl::IsCancelled is a call into ns-3 for every stage of every event.
     virtual void Prepare(uint32_t stage) const = 0;
 
     /// Whether impl is a PreparedEvent. Compares its vtable with the few registered ones:

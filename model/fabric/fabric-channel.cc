@@ -41,7 +41,7 @@ FabricChannel::DoDispose()
         x.inFlight.Clear();
         if (x.arrival)
         {
-            x.arrival->Cancel();
+            x.arrival->CancelFiring();
             x.arrival = nullptr;
         }
         x.to = nullptr;
@@ -175,7 +175,7 @@ FabricChannel::SetUp(bool up)
         {
             if (x.arrival && !x.inFlight.Empty())
             {
-                x.arrival->Cancel(); // its frames are lost; a fresh event serves what follows
+                x.arrival->CancelFiring(); // its frames are lost; a fresh event serves what follows
                 x.arrival = nullptr;
             }
             m_lostInFlight += x.inFlight.Size();

@@ -147,6 +147,11 @@ FabricNetDevice::PrepareEvent(uint32_t, uint32_t stage) const
     {
         m_channelRaw->PrepareTransmit(m_txDir);
     }
+    // A NIC's port that will fall idle: its arbiter pulls the next frame from a QP.
+    if (stage >= 1 && m_notifyIdle && m_queue[0].Empty() && m_queue[1].Empty())
+    {
+        m_receiver->PrepareIdle(m_ifIndex, stage - 1);
+    }
 }
 
 void
@@ -254,7 +259,7 @@ FabricNetDevice::CancelTx()
 {
     if (m_eventPending && m_txEvent)
     {
-        m_txEvent->Cancel();
+        m_txEvent->CancelFiring();
         m_txEvent = nullptr;
     }
     m_eventPending = false;

@@ -47,6 +47,9 @@ class FabricFrameReceiver
     /// The frame will arrive soon: prefetch what ReceiveFrame will touch, in stages (see
     /// PreparedEvent), each an event apart. Reads only; changes nothing.
     virtual void PrepareFrame(const FabricFrame& frame, uint32_t stage) const {}
+    /// The transmitter of `port` (its index) will soon finish with nothing queued, and the
+    /// owner wants NotifyPortIdle: prefetch what feeding it will touch, in stages as above.
+    virtual void PrepareIdle(uint32_t port, uint32_t stage) const {}
     /// A frame left port's queue to go on the wire (or was flushed by a link failure).
     virtual void NotifyDequeue(FabricNetDevice* port, const FabricFrame& frame) {}
     /// The transmitter finished and both queues are empty: an owner that feeds the port one

@@ -47,7 +47,21 @@ template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent final : publi
         m_hint[2] = c;
     }
 
-    void Prepare(uint32_t stage) const override { m_owner->PrepareEvent(m_arg, stage); }
+    void Prepare(uint32_t stage) const override
+    {
+        if (!m_cancelled)
+        {
+            m_owner->PrepareEvent(m_arg, stage);
+        }
+    }
+
+    /// Voids the pending firing (the owner takes a fresh object for what follows). The only
+    /// way to cancel: Prepare must know, without a call into ns-3.
+    void CancelFiring()
+    {
+        m_cancelled = true;
+        Cancel();
+    }
 
     /// Schedules this object `delayPs` from now in the current context.
     static void ScheduleIn(const Ptr<ReusableEvent>& ev, int64_t delayPs)
@@ -69,11 +83,14 @@ template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent final : publi
     void Notify() override { (m_owner->*Fn)(m_arg); }
 
   private:
+    using EventImpl::Cancel; // see CancelFiring
+
     // m_hot first after EventImpl's fields, then m_hint: see QuadHeapScheduler::PrefetchOwner
     const void* m_hot;
     const void* m_hint[3]{nullptr, nullptr, nullptr};
     T* m_owner;
     uint32_t m_arg;
+    bool m_cancelled{false};
 };
 
 } // namespace metaroce

@@ -1127,6 +1127,22 @@ MetaRoceQueuePair::PrepareReceive(const RdmaHeader& h, uint32_t stage) const
 }
 
 void
+MetaRoceQueuePair::PreparePull(uint32_t port, uint32_t stage) const
+{
+    if (stage == 0)
+    {
+        __builtin_prefetch(&m_counters);
+        __builtin_prefetch(&m_nic);
+        __builtin_prefetch(&m_pathWindowCap);
+        __builtin_prefetch(&m_tx);
+    }
+    else if (m_tx != nullptr)
+    {
+        PrefetchRange(m_tx.get(), sizeof(Sender));
+    }
+}
+
+void
 MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
 {
     m_hint->OnData(this);

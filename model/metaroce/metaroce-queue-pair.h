@@ -70,6 +70,7 @@ class MetaRoceQueuePair : public QueuePair
     PullResult PullFrame(uint32_t port, FabricFrame& out) override;
     void Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h) override;
     void PrepareReceive(const RdmaHeader& h, uint32_t stage) const override;
+    void PreparePull(uint32_t port, uint32_t stage) const override;
     void NotifyPortState(uint32_t port, bool up) override;
 
     /// What tests and reports may read of a path.

@@ -356,6 +356,18 @@ RoceV2QueuePair::PrepareReceive(const RdmaHeader& h, uint32_t stage) const
 }
 
 void
+RoceV2QueuePair::PreparePull(uint32_t, uint32_t stage) const
+{
+    if (stage == 0)
+    {
+        __builtin_prefetch(&m_counters);
+        __builtin_prefetch(&m_nic);
+        __builtin_prefetch(&m_cc);
+        __builtin_prefetch(&m_sndUna);
+    }
+}
+
+void
 RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
 {
     EnsureCc();

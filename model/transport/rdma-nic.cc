@@ -183,6 +183,39 @@ RdmaNic::PrepareFrame(const FabricFrame& f, uint32_t stage) const
 }
 
 void
+RdmaNic::PrepareIdle(uint32_t port, uint32_t stage) const
+{
+    // Along the chain Arbitrate follows: the port's entry, its round robin's head, the QP,
+    // then the QP's own state.
+    if (port >= m_ports.size())
+    {
+        return;
+    }
+    const Port& p = m_ports[port];
+    if (stage == 0)
+    {
+        __builtin_prefetch(&p);
+        return;
+    }
+    if (p.ready.Empty())
+    {
+        return;
+    }
+    if (stage == 1)
+    {
+        __builtin_prefetch(&p.ready.Front());
+        return;
+    }
+    const QueuePair* qp = p.ready.Front();
+    if (stage == 2)
+    {
+        __builtin_prefetch(qp);
+        return;
+    }
+    qp->PreparePull(port, stage - 3);
+}
+
+void
 RdmaNic::Deliver(FabricNetDevice* port, FabricFrame& frame, const RdmaHeader& h)
 {
     if (h.destQpn == 0 || h.destQpn >= m_qps.size())

@@ -51,6 +51,7 @@ class alignas(64) RdmaNic final : public Object, public FabricFrameReceiver
     // FabricFrameReceiver
     void ReceiveFrame(FabricNetDevice* port, FabricFrame&& frame) override;
     void PrepareFrame(const FabricFrame& frame, uint32_t stage) const override;
+    void PrepareIdle(uint32_t port, uint32_t stage) const override;
     void NotifyPortIdle(FabricNetDevice* port) override;
 
     bool WantsPortIdle() const override { return true; }
