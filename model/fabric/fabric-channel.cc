@@ -99,7 +99,7 @@ FabricChannel::PrepareEvent(uint32_t d, uint32_t stage) const
 FabricNetDevice*
 FabricChannel::GetPeer(const FabricNetDevice* dev) const
 {
-    return dev == PeekPointer(m_dev[0]) ? PeekPointer(m_dev[1]) : PeekPointer(m_dev[0]);
+    return m_dir[DirectionFrom(dev)].to;
 }
 
 void

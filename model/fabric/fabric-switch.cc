@@ -271,8 +271,8 @@ FabricSwitch::PrepareFrame(const FabricFrame& f, uint32_t stage) const
 {
     // Where the frame will go (the same pure function ReceiveFrame runs): fetch the egress
     // entry, then the port's three hot lines and its link's, which ReceiveFrame would
-    // otherwise wait for one after the other.
-    if (m_egress == nullptr)
+    // otherwise wait for one after the other; three stages, the later ones have nothing left.
+    if (m_egress == nullptr || stage > 2)
     {
         return;
     }

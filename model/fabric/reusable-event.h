@@ -38,7 +38,8 @@ template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent final : publi
 
     /// What the firing will touch first: a hot cache line (`hot`, with the line after it)
     /// and three more addresses (a queued frame, the next element). The scheduler prefetches
-    /// them two events ahead. Only hints: a stale address costs nothing but the fetch.
+    /// them a few events ahead (see PreparedEvent). Only hints: a stale address costs nothing but
+    /// the fetch.
     void SetHints(const void* hot, const void* a, const void* b, const void* c)
     {
         m_hot = hot;
