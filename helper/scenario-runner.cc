@@ -774,9 +774,11 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
             Simulator::Stop();
         }
     };
-    next = [&]() {
+    next = [&]()
+    {
+        bool last = sizeIdx + 1 == w.sizes.size() && iter + 1 == w.iterations;
         comm.Start(CollectiveOpOf(w.op), CollectiveAlgorithmOf(w.algorithm), w.sizes[sizeIdx],
-                   onDone);
+                   onDone, last);
     };
     Simulator::ScheduleNow(next);
     Time limit = MicroSeconds(1) * spec.durationUs;
@@ -942,7 +944,8 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
                             }
                         }
                         Simulator::ScheduleNow(startStage);
-                    });
+                    },
+                    iteration + 1 == job.iterations);
             }
         }
     };

@@ -29,7 +29,8 @@ struct World : RdmaWorld
     }
 
     CollectiveResult Run(const std::string& qpType, uint32_t ranks, CollectiveOp op,
-                         CollectiveAlgorithm algo, uint64_t bytes, CollectiveConfig cfg = {})
+                         CollectiveAlgorithm algo, uint64_t bytes, CollectiveConfig cfg = {},
+                         bool lastUse = false, uint32_t* holding = nullptr)
     {
         QueuePairFactory f;
         f.SetTypeId(qpType);
@@ -42,15 +43,25 @@ struct World : RdmaWorld
         Communicator comm(r, &nics, f, cfg);
         CollectiveResult out;
         bool done = false;
-        comm.Start(op, algo, bytes,
-                   [&](const CollectiveResult& res)
-                   {
-                       out = res;
-                       done = true;
-                       Simulator::Stop();
-                   });
+        comm.Start(
+            op, algo, bytes,
+            [&](const CollectiveResult& res)
+            {
+                out = res;
+                done = true;
+                Simulator::Stop();
+            },
+            lastUse);
         Simulator::Run();
         REQUIRE(done);
+        if (holding != nullptr)
+        {
+            Simulator::Stop(MilliSeconds(10)); // late frames, timers, releases
+            Simulator::Run();
+            *holding = 0;
+            comm.ForEachQp([&](const Ptr<QueuePair>& q)
+                           { *holding += q->HasReleasableState() ? 1 : 0; });
+        }
         return out;
     }
 };
@@ -143,6 +154,30 @@ TEST_CASE("a collective gives the same time twice with the same seed", "[collect
     auto a = once();
     auto b = once();
     CHECK(a.endPs - a.startPs == b.endPs - b.startPs);
+}
+
+TEST_CASE("a last collective releases each connection's state when it is done, same result",
+          "[collective]")
+{
+    for (double loss : {0.0, 0.01})
+    {
+        CAPTURE(loss);
+        auto once = [loss](bool lastUse, uint32_t& holding)
+        {
+            SimGuard guard;
+            World w(SmallFpf(16, 2, 8));
+            w.fabric->SetLossRate(loss);
+            return w.Run(kMeta, 16, CollectiveOp::AllToAll, CollectiveAlgorithm::Direct, 1 << 20,
+                         {}, lastUse, &holding);
+        };
+        uint32_t kept = 0;
+        uint32_t left = 0;
+        auto a = once(false, kept);
+        auto b = once(true, left);
+        CHECK(a.endPs - a.startPs == b.endPs - b.startPs);
+        CHECK(kept == 16 * 15); // every sending QP keeps its paths and windows
+        CHECK(left == 0);
+    }
 }
 
 TEST_CASE("large all-reduce busbw approaches the NIC's goodput on an idle fabric", "[collective]")

@@ -315,6 +315,34 @@ TEST_CASE("MetaRoCE: the receiving end of a connection builds no sender state", 
     CHECK_FALSE(rx->GetCongestionControl());
 }
 
+TEST_CASE("MetaRoCE: a path has state of its own only once it has sent", "[metaroce]")
+{
+    SimGuard guard;
+    World w(kLab);
+    auto [tx, rx] = w.Connect(0, 1);
+    // Two packets (round robin puts them on two paths), after time 0 so that the echoed
+    // timestamps give RTT samples.
+    Simulator::Schedule(MicroSeconds(1), [tx = tx]() { tx->PostSend(2 * 4096); });
+    Simulator::Run();
+    CHECK(rx->GetCounters().bytesDelivered == 2 * 4096);
+    REQUIRE(tx->GetNPathSlots() == 12);
+    CHECK(tx->GetPathsTouched() == 2);
+    uint32_t fresh = 0;
+    for (uint32_t i = 0; i < tx->GetNPathSlots(); ++i)
+    {
+        auto p = tx->GetPath(i);
+        CHECK(p.state == MetaRoceQueuePair::PATH_ACTIVE);
+        CHECK(p.inflightBytes == 0);
+        if (p.srttPs == 0)
+        {
+            ++fresh; // never acknowledged: the initial window
+            CHECK(p.cwndBytes == 16 * 4096);
+        }
+    }
+    CHECK(fresh == 10);
+    CHECK(tx->GetQpWindowBytes() >= 12 * 16 * 4096);
+}
+
 TEST_CASE("QueuePairFactory: copies of one prototype, each with its own state", "[metaroce]")
 {
     SimGuard guard;

@@ -223,6 +223,7 @@ struct Communicator::Run
     CollectiveResult result;
     std::vector<RankState> ranks;
     uint32_t ranksDone{0};
+    bool lastUse{false};
     std::function<void(const CollectiveResult&)> done;
 };
 
@@ -726,7 +727,7 @@ PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, uint32_t maxChannels,
 
 void
 Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
-                    std::function<void(const CollectiveResult&)> done)
+                    std::function<void(const CollectiveResult&)> done, bool lastUse)
 {
     NS_ABORT_MSG_IF(m_run && m_run->ranksDone < Size(),
                     "Communicator::Start: the previous collective has not finished");
@@ -746,6 +747,7 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
     m_run = std::make_unique<Run>();
     Run& run = *m_run;
     run.done = std::move(done);
+    run.lastUse = lastUse;
     run.result.op = op;
     run.result.algorithm = algo;
     run.result.bytes = bytes;
@@ -781,6 +783,7 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
         {
             Conn& c = Connection(r, q.peer);
             q.base = c.Sent(q.channel);
+            c.openQueues += lastUse && !q.ops.empty() ? 1 : 0;
             rs.pending += q.ops.size();
             run.result.messages += q.ops.size();
         }
@@ -943,6 +946,25 @@ Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
         q.active = false;
         --rs.active;
         ActivateQueues(rs);
+        if (run.lastUse)
+        {
+            Conn& c = Connection(r, q.peer);
+            if (--c.openQueues == 0)
+            {
+                // Everything it carries was acknowledged, so also received. From a fresh
+                // event: this one runs inside the QP's own ACK processing.
+                for (const auto* qps : {&c.tx, &c.rx})
+                {
+                    for (const auto& qp : *qps)
+                    {
+                        if (qp->HasReleasableState())
+                        {
+                            Simulator::ScheduleNow(&QueuePair::ReleaseState, qp);
+                        }
+                    }
+                }
+            }
+        }
     }
     if (rs.pending == 0)
     {

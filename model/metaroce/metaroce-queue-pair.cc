@@ -212,11 +212,19 @@ MetaRoceQueuePair::EnsureInit()
     m_tx->ccOps = NewCongestionOps(m_ccType);
     m_tx->ccOps->Init(m_tx->cc);
     m_hint = MetaRoceRateHint::Of(m_nic);
-    // Exact-size path tables: a QP that never grows keeps no spare capacity (millions of QPs).
+    // Exact-size path table: a QP that never grows keeps no spare capacity (millions of
+    // QPs). The paths opened here share one initial state (virginBody, virginCc) until
+    // their first use.
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    m_tx->virginBody.lastSendPs = now;
+    m_tx->virginBody.lastProgressPs = now;
+    m_tx->virginBody.nextProbePs = now;
+    m_tx->virginCc.maxCwndBytes = static_cast<double>(m_pathWindowCap) * m_mtu;
+    m_tx->virginCc.cwndBytes =
+        std::min(m_tx->virginCc.maxCwndBytes, static_cast<double>(m_initialWindow) * m_mtu);
     if (!m_openOnFirstUse)
     {
-        m_tx->paths.reserve(std::min(m_minPaths, m_maxPaths));
-        m_tx->cc.paths.reserve(std::min(m_minPaths, m_maxPaths));
+        m_tx->heads.reserve(std::min(m_minPaths, m_maxPaths));
     }
     for (uint32_t i = 0; i < m_minPaths && i < m_maxPaths; ++i)
     {
@@ -226,7 +234,7 @@ MetaRoceQueuePair::EnsureInit()
         }
         else
         {
-            OpenPath(LeastPopulatedPlane());
+            OpenPath(LeastPopulatedPlane(), PATH_ACTIVE, true, true);
         }
     }
 }
@@ -235,7 +243,8 @@ void
 MetaRoceQueuePair::OpenOwed(uint32_t plane, bool wake)
 {
     Plane& pl = m_tx->planes[plane];
-    m_tx->paths.reserve(m_tx->paths.size() + pl.owed); // exact-size tables
+    m_tx->heads.reserve(m_tx->heads.size() + pl.owed); // exact-size tables
+    m_tx->bodies.reserve(m_tx->bodies.size() + pl.owed);
     m_tx->cc.paths.reserve(m_tx->cc.paths.size() + pl.owed);
     while (pl.owed > 0)
     {
@@ -273,7 +282,7 @@ MetaRoceQueuePair::LeastPopulatedPlane() const
         uint32_t n = m_tx->planes[p].owed;
         for (uint16_t i : m_tx->planes[p].paths)
         {
-            n += m_tx->paths[i].state == PATH_ACTIVE ? 1 : 0;
+            n += m_tx->heads[i].state == PATH_ACTIVE ? 1 : 0;
         }
         if (n < bestCount)
         {
@@ -285,40 +294,48 @@ MetaRoceQueuePair::LeastPopulatedPlane() const
 }
 
 uint32_t
-MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state, bool wake)
+MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state, bool wake, bool virgin)
 {
-    uint32_t slot = static_cast<uint32_t>(m_tx->paths.size());
-    for (uint32_t i = 0; i < m_tx->paths.size(); ++i)
+    uint32_t slot = static_cast<uint32_t>(m_tx->heads.size());
+    for (uint32_t i = 0; i < m_tx->heads.size(); ++i)
     {
-        if (m_tx->paths[i].state == PATH_RETIRED)
+        if (m_tx->heads[i].state == PATH_RETIRED)
         {
             slot = i;
             break;
         }
     }
-    if (slot == m_tx->paths.size())
+    if (slot == m_tx->heads.size())
     {
-        m_tx->paths.emplace_back();
-        m_tx->cc.paths.emplace_back();
+        m_tx->heads.emplace_back();
     }
-    SPath& p = m_tx->paths[slot];
-    uint8_t epoch = static_cast<uint8_t>(p.epoch + 1);
-    p.recs.Release();
-    p = SPath();
-    p.epoch = epoch;
-    p.plane = static_cast<uint8_t>(plane);
-    p.state = state;
+    PathHead& hd = m_tx->heads[slot];
+    hd.epoch = static_cast<uint8_t>(hd.epoch + 1);
+    hd.plane = static_cast<uint8_t>(plane);
+    hd.state = state;
     // A fresh UDP source port: a new ECMP route, with its own PSN space from 0.
-    p.entropy = static_cast<uint16_t>(49152 + m_tx->rng.Next() % 16384);
-    int64_t now = Simulator::Now().GetPicoSeconds();
-    p.lastSendPs = now;
-    p.lastProgressPs = now;
-    p.nextProbePs = now;
-    CcPath& c = m_tx->cc.paths[slot];
-    c = CcPath();
-    c.maxCwndBytes = static_cast<double>(m_pathWindowCap) * m_mtu;
-    c.cwndBytes = std::min(
-        c.maxCwndBytes, static_cast<double>(state == PATH_PROBING ? 1 : m_initialWindow) * m_mtu);
+    hd.entropy = static_cast<uint16_t>(49152 + m_tx->rng.Next() % 16384);
+    if (virgin)
+    {
+        NS_ASSERT(hd.body == 0 && state == PATH_ACTIVE);
+    }
+    else
+    {
+        uint32_t d = Dense(slot);
+        SPath& p = m_tx->bodies[d];
+        p.recs.Release();
+        p = SPath();
+        int64_t now = Simulator::Now().GetPicoSeconds();
+        p.lastSendPs = now;
+        p.lastProgressPs = now;
+        p.nextProbePs = now;
+        CcPath& c = m_tx->cc.paths[d];
+        c = CcPath();
+        c.maxCwndBytes = static_cast<double>(m_pathWindowCap) * m_mtu;
+        c.cwndBytes =
+            std::min(c.maxCwndBytes,
+                     static_cast<double>(state == PATH_PROBING ? 1 : m_initialWindow) * m_mtu);
+    }
     m_tx->planes[plane].paths.push_back(static_cast<uint16_t>(slot));
     ++m_tx->pc.pathsOpened;
     if (wake)
@@ -328,10 +345,31 @@ MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state, bool wake)
     return slot;
 }
 
+uint32_t
+MetaRoceQueuePair::Dense(uint32_t i)
+{
+    PathHead& hd = m_tx->heads[i];
+    if (hd.body == 0)
+    {
+        // First write: the path leaves the shared initial state. Exact growth (most
+        // connections touch one or two paths).
+        m_tx->bodies.reserve(m_tx->bodies.size() + 1);
+        m_tx->cc.paths.reserve(m_tx->cc.paths.size() + 1);
+        m_tx->bodies.push_back(m_tx->virginBody);
+        m_tx->cc.paths.push_back(m_tx->virginCc);
+        hd.body = static_cast<uint16_t>(m_tx->bodies.size());
+    }
+    return hd.body - 1u;
+}
+
 void
 MetaRoceQueuePair::MoveInflightToRetx(uint32_t i)
 {
-    SPath& p = m_tx->paths[i];
+    if (m_tx->heads[i].body == 0)
+    {
+        return; // never sent anything
+    }
+    SPath& p = m_tx->bodies[m_tx->heads[i].body - 1];
     for (uint32_t k = 0; k < p.recs.Size(); ++k)
     {
         TxRecord& r = p.recs.At(k);
@@ -344,13 +382,17 @@ MetaRoceQueuePair::MoveInflightToRetx(uint32_t i)
             }
         }
     }
-    m_tx->cc.paths[i].inflightBytes = 0;
+    m_tx->cc.paths[m_tx->heads[i].body - 1].inflightBytes = 0;
 }
 
 void
 MetaRoceQueuePair::AdvanceBase(uint32_t i)
 {
-    SPath& p = m_tx->paths[i];
+    if (m_tx->heads[i].body == 0)
+    {
+        return;
+    }
+    SPath& p = m_tx->bodies[m_tx->heads[i].body - 1];
     while (!p.recs.Empty() && p.recs.Front().state != REC_INFLIGHT)
     {
         p.recs.PopFront();
@@ -361,15 +403,18 @@ MetaRoceQueuePair::AdvanceBase(uint32_t i)
 void
 MetaRoceQueuePair::RetirePath(uint32_t i)
 {
-    SPath& p = m_tx->paths[i];
-    if (p.state == PATH_RETIRED)
+    PathHead& hd = m_tx->heads[i];
+    if (hd.state == PATH_RETIRED)
     {
         return;
     }
     MoveInflightToRetx(i);
-    p.recs.Release();
-    p.state = PATH_RETIRED;
-    auto& list = m_tx->planes[p.plane].paths;
+    if (hd.body != 0)
+    {
+        m_tx->bodies[hd.body - 1].recs.Release();
+    }
+    hd.state = PATH_RETIRED;
+    auto& list = m_tx->planes[hd.plane].paths;
     list.erase(std::remove(list.begin(), list.end(), static_cast<uint16_t>(i)), list.end());
     ++m_tx->pc.pathsRetired;
 }
@@ -382,7 +427,7 @@ MetaRoceQueuePair::GetActivePaths() const
     {
         return 0;
     }
-    for (const auto& p : m_tx->paths)
+    for (const auto& p : m_tx->heads)
     {
         n += p.state == PATH_ACTIVE ? 1 : 0;
     }
@@ -397,7 +442,7 @@ MetaRoceQueuePair::GetActivePathsOnPlane(uint32_t plane) const
     {
         for (uint16_t i : m_tx->planes[plane].paths)
         {
-            n += m_tx->paths[i].state == PATH_ACTIVE ? 1 : 0;
+            n += m_tx->heads[i].state == PATH_ACTIVE ? 1 : 0;
         }
     }
     return n;
@@ -407,11 +452,11 @@ double
 MetaRoceQueuePair::GetQpWindowBytes() const
 {
     double w = 0;
-    for (uint32_t i = 0; m_tx != nullptr && i < m_tx->paths.size(); ++i)
+    for (uint32_t i = 0; m_tx != nullptr && i < m_tx->heads.size(); ++i)
     {
-        if (m_tx->paths[i].state == PATH_ACTIVE)
+        if (m_tx->heads[i].state == PATH_ACTIVE)
         {
-            w += m_tx->cc.paths[i].cwndBytes;
+            w += Cc(i).cwndBytes;
         }
     }
     return w;
@@ -427,8 +472,8 @@ MetaRoceQueuePair::IsPlaneAvoided(uint32_t plane) const
 MetaRoceQueuePair::PathView
 MetaRoceQueuePair::GetPath(uint32_t i) const
 {
-    const SPath& p = m_tx->paths[i];
-    const CcPath& c = m_tx->cc.paths[i];
+    const PathHead& p = m_tx->heads[i];
+    const CcPath& c = Cc(i);
     return {p.plane,     p.entropy,       p.epoch, static_cast<PathState>(p.state),
             c.cwndBytes, c.inflightBytes, c.srttPs};
 }
@@ -469,12 +514,17 @@ MetaRoceQueuePair::PacingWake()
 bool
 MetaRoceQueuePair::Eligible(uint32_t i) const
 {
-    const SPath& p = m_tx->paths[i];
-    const CcPath& c = m_tx->cc.paths[i];
-    if (p.state != PATH_ACTIVE)
+    const PathHead& hd = m_tx->heads[i];
+    if (hd.state != PATH_ACTIVE)
     {
         return false;
     }
+    if (hd.body == 0)
+    {
+        return true; // nothing sent yet on this path
+    }
+    const SPath& p = m_tx->bodies[hd.body - 1];
+    const CcPath& c = m_tx->cc.paths[hd.body - 1];
     if (p.psnNext - p.cumAck >= kSackBits)
     {
         return false; // the receiver's bitmap could not describe more
@@ -501,7 +551,7 @@ MetaRoceQueuePair::SelectPath(uint32_t plane, int64_t now) const
         {
             return i;
         }
-        const CcPath& c = m_tx->cc.paths[i];
+        const CcPath& c = Cc(i);
         double score = m_policy == LEAST_LOADED ? static_cast<double>(c.inflightBytes) / c.cwndBytes
                                                 : static_cast<double>(c.srttPs);
         if (best < 0 || score < bestScore)
@@ -609,6 +659,10 @@ MetaRoceQueuePair::HasData()
 PullResult
 MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
 {
+    if (m_tx == nullptr && m_sendQueue.Empty())
+    {
+        return PullResult::Nothing; // released after its last use
+    }
     EnsureInit();
     Plane& pl = m_tx->planes[port];
     if (!pl.linkUp)
@@ -629,12 +683,12 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         int32_t probe = -1;
         for (uint16_t i : pl.paths)
         {
-            if (m_tx->paths[i].state != PATH_PROBING)
+            if (m_tx->heads[i].state != PATH_PROBING)
             {
                 continue;
             }
             AdvanceBase(i); // a probe that timed out is resolved: another may go
-            if (m_tx->paths[i].recs.Empty() && now >= m_tx->paths[i].nextProbePs)
+            if (Body(i).recs.Empty() && now >= Body(i).nextProbePs)
             {
                 probe = i;
             }
@@ -644,7 +698,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
             return PullResult::Nothing;
         }
         slot = static_cast<uint32_t>(probe);
-        m_tx->paths[slot].nextProbePs = now + m_probeInterval.GetPicoSeconds();
+        m_tx->bodies[Dense(slot)].nextProbePs = now + m_probeInterval.GetPicoSeconds();
         rec = {kProbe, now, 0, 0, REC_INFLIGHT};
         h.msgBytes = 0;
         h.flags |= RdmaHeader::kFlagProbe;
@@ -692,7 +746,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         {
             h.flags |= RdmaHeader::kFlagRetransmit;
             ++m_counters.retransmittedPackets;
-            m_retransmitTrace(m_tx->paths[slot].psnNext, slot);
+            m_retransmitTrace(Body(slot).psnNext, slot);
         }
         rec = {msg, now, pkt, payload, REC_INFLIGHT};
         pl.rr = static_cast<uint32_t>(
@@ -701,11 +755,12 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
             1);
         ++m_counters.dataPacketsSent;
     }
-    SPath& p = m_tx->paths[slot];
-    CcPath& c = m_tx->cc.paths[slot];
+    uint32_t d = Dense(slot);
+    SPath& p = m_tx->bodies[d];
+    CcPath& c = m_tx->cc.paths[d];
     AdvanceBase(slot);
     h.path = static_cast<uint16_t>(slot);
-    h.epoch = p.epoch;
+    h.epoch = m_tx->heads[slot].epoch;
     h.psn = p.psnNext++;
     // The receiver may forget PSNs below this: their data was acknowledged or resent.
     h.ackBase = p.cumAck;
@@ -716,7 +771,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
     p.recs.PushBack(std::move(rec));
     c.inflightBytes += payload;
     p.lastSendPs = now;
-    out = MakeFrame(h, payload, p.entropy, true);
+    out = MakeFrame(h, payload, m_tx->heads[slot].entropy, true);
     if (m_tx->cc.rateBps < m_tx->cc.lineRateBps)
     {
         // Token bucket: a sender that paused (window closed) may catch up by PacingBurst
@@ -740,8 +795,8 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
 int64_t
 MetaRoceQueuePair::RtoPs(uint32_t i) const
 {
-    const CcPath& c = m_tx->cc.paths[i];
-    if (m_tx->paths[i].state == PATH_PROBING)
+    const CcPath& c = Cc(i);
+    if (m_tx->heads[i].state == PATH_PROBING)
     {
         return m_probeInterval.GetPicoSeconds();
     }
@@ -750,7 +805,7 @@ MetaRoceQueuePair::RtoPs(uint32_t i) const
     {
         return m_initialRto.GetPicoSeconds();
     }
-    int64_t var = c.srttPs > 0 ? m_tx->paths[i].rttvarPs : srtt / 2;
+    int64_t var = c.srttPs > 0 ? Body(i).rttvarPs : srtt / 2;
     return std::max(m_rtoMin.GetPicoSeconds(), srtt + 4 * var);
 }
 
@@ -775,23 +830,25 @@ MetaRoceQueuePair::Housekeeping()
     int64_t next = std::numeric_limits<int64_t>::max();
     bool work = HasData() || !m_sendQueue.Empty();
     uint32_t active = GetActivePaths();
-    for (uint32_t i = 0; i < m_tx->paths.size(); ++i)
+    for (uint32_t i = 0; i < m_tx->heads.size(); ++i)
     {
-        SPath& p = m_tx->paths[i];
-        if (p.state == PATH_RETIRED)
+        // (p is not used after a call that may open paths: that may move it)
+        const uint8_t state = m_tx->heads[i].state;
+        const SPath& p = Body(i);
+        if (state == PATH_RETIRED)
         {
             continue;
         }
-        bool outstanding = m_tx->cc.paths[i].inflightBytes > 0 ||
-                           (p.state == PATH_PROBING && !p.recs.Empty() &&
-                            p.recs.At(p.recs.Size() - 1).state == REC_INFLIGHT);
+        bool outstanding =
+            Cc(i).inflightBytes > 0 || (state == PATH_PROBING && !p.recs.Empty() &&
+                                        p.recs.At(p.recs.Size() - 1).state == REC_INFLIGHT);
         if (outstanding)
         {
             int64_t deadline = p.lastProgressPs + RtoPs(i);
             if (now >= deadline)
             {
                 PathTimeout(i, now);
-                if (m_tx->paths[i].state != PATH_RETIRED)
+                if (m_tx->heads[i].state != PATH_RETIRED)
                 {
                     next = std::min(next, now + RtoPs(i));
                 }
@@ -801,7 +858,7 @@ MetaRoceQueuePair::Housekeeping()
                 next = std::min(next, deadline);
             }
         }
-        else if (p.state == PATH_ACTIVE && active > m_minPaths)
+        else if (state == PATH_ACTIVE && active > m_minPaths)
         {
             int64_t idleAt = p.lastSendPs + m_idleTimeout.GetPicoSeconds();
             if (now >= idleAt)
@@ -815,11 +872,11 @@ MetaRoceQueuePair::Housekeeping()
                 next = std::min(next, idleAt);
             }
         }
-        else if (p.state == PATH_PROBING && work)
+        else if (state == PATH_PROBING && work)
         {
             if (now >= p.nextProbePs)
             {
-                Wake(p.plane);
+                Wake(m_tx->heads[i].plane);
                 next = std::min(next, now + m_probeInterval.GetPicoSeconds());
             }
             else
@@ -827,7 +884,7 @@ MetaRoceQueuePair::Housekeeping()
                 next = std::min(next, p.nextProbePs);
             }
         }
-        else if (p.state == PATH_DRAINING)
+        else if (state == PATH_DRAINING)
         {
             RetirePath(i);
         }
@@ -841,19 +898,20 @@ MetaRoceQueuePair::Housekeeping()
 void
 MetaRoceQueuePair::PathTimeout(uint32_t i, int64_t now)
 {
-    SPath& p = m_tx->paths[i];
+    uint32_t d = Dense(i);
+    SPath& p = m_tx->bodies[d];
     ++m_counters.timeouts;
     MoveInflightToRetx(i);
     p.lastProgressPs = now;
-    if (p.state == PATH_PROBING)
+    if (m_tx->heads[i].state == PATH_PROBING)
     {
         return; // the plane is still silent: probe again at the next interval
     }
-    m_tx->ccOps->OnTimeout(m_tx->cc, i);
+    m_tx->ccOps->OnTimeout(m_tx->cc, d);
     ++p.consecutiveTimeouts;
     if (p.consecutiveTimeouts >= m_pathFailTimeouts)
     {
-        uint32_t plane = p.plane;
+        uint32_t plane = m_tx->heads[i].plane;
         Plane& pl = m_tx->planes[plane];
         ++pl.retiredInRow;
         RetirePath(i);
@@ -885,7 +943,7 @@ MetaRoceQueuePair::LeavePlane(uint32_t plane, int64_t now)
     OpenOwedPaths();
     for (uint16_t i : std::vector<uint16_t>(pl.paths.begin(), pl.paths.end()))
     {
-        lost += m_tx->paths[i].state == PATH_ACTIVE ? 1 : 0;
+        lost += m_tx->heads[i].state == PATH_ACTIVE ? 1 : 0;
         RetirePath(i);
     }
     return lost;
@@ -910,8 +968,8 @@ MetaRoceQueuePair::AvoidPlane(uint32_t plane, int64_t now)
     if (pl.linkUp)
     {
         uint32_t probe = OpenPath(plane, PATH_PROBING);
-        m_tx->paths[probe].nextProbePs = now + m_probeInterval.GetPicoSeconds();
-        ArmTimer(m_tx->paths[probe].nextProbePs);
+        m_tx->bodies[Dense(probe)].nextProbePs = now + m_probeInterval.GetPicoSeconds();
+        ArmTimer(now + m_probeInterval.GetPicoSeconds());
     }
     WakeAll();
 }
@@ -927,10 +985,10 @@ MetaRoceQueuePair::PlaneUsable(uint32_t plane, int64_t now)
     m_planeTrace(plane, true);
     for (uint16_t i : pl.paths)
     {
-        if (m_tx->paths[i].state == PATH_PROBING)
+        if (m_tx->heads[i].state == PATH_PROBING)
         {
-            m_tx->paths[i].state = PATH_ACTIVE;
-            m_tx->cc.paths[i].cwndBytes = static_cast<double>(m_initialWindow) * m_mtu;
+            m_tx->heads[i].state = PATH_ACTIVE;
+            m_tx->cc.paths[Dense(i)].cwndBytes = static_cast<double>(m_initialWindow) * m_mtu;
         }
     }
     Rebalance();
@@ -975,9 +1033,9 @@ MetaRoceQueuePair::Rebalance()
             {
                 break;
             }
-            if (m_tx->paths[i].state == PATH_ACTIVE)
+            if (m_tx->heads[i].state == PATH_ACTIVE)
             {
-                m_tx->paths[i].state = PATH_DRAINING;
+                m_tx->heads[i].state = PATH_DRAINING;
                 --have;
             }
         }
@@ -1029,9 +1087,9 @@ MetaRoceQueuePair::MaybeGrow(int64_t now)
         return; // the network pushes back: more paths would only add aggression
     }
     double cap = static_cast<double>(m_pathWindowCap) * m_mtu;
-    for (uint32_t i = 0; i < m_tx->paths.size(); ++i)
+    for (uint32_t i = 0; i < m_tx->heads.size(); ++i)
     {
-        if (m_tx->paths[i].state == PATH_ACTIVE && m_tx->cc.paths[i].cwndBytes < 0.9 * cap)
+        if (m_tx->heads[i].state == PATH_ACTIVE && Cc(i).cwndBytes < 0.9 * cap)
         {
             return; // some path can still grow its own window
         }
@@ -1066,9 +1124,9 @@ MetaRoceQueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& 
         }
         ReceiveData(port, frame, h);
     }
-    else if (h.opcode == RdmaOpcode::PathAck)
+    else if (h.opcode == RdmaOpcode::PathAck && m_tx != nullptr)
     {
-        EnsureInit();
+        // (no sender state: released after its last use, so the ACK is a stale one)
         ReceiveAck(port, h);
     }
 }
@@ -1104,10 +1162,12 @@ MetaRoceQueuePair::PrepareReceive(const RdmaHeader& h, uint32_t stage) const
         {
             PrefetchRange(m_tx.get(), sizeof(Sender));
         }
-        else if (h.path < m_tx->paths.size())
+        else if (h.path < m_tx->heads.size())
         {
-            PrefetchRange(&m_tx->paths[h.path], sizeof(SPath));
-            __builtin_prefetch(&m_tx->cc.paths[h.path]);
+            // The path's head, and the first path state (most connections have one or two).
+            __builtin_prefetch(&m_tx->heads[h.path]);
+            PrefetchRange(m_tx->bodies.data(), sizeof(SPath));
+            __builtin_prefetch(m_tx->cc.paths.data());
         }
         return;
     }
@@ -1291,26 +1351,32 @@ MetaRoceQueuePair::AckChunk(const TxRecord& r)
 void
 MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
 {
-    if (h.path >= m_tx->paths.size())
+    if (h.path >= m_tx->heads.size())
     {
         ++m_tx->pc.staleAcks;
         return;
     }
-    SPath& p = m_tx->paths[h.path];
-    if (p.state == PATH_RETIRED || p.epoch != h.epoch || h.psn > p.psnNext)
+    const PathHead& hd = m_tx->heads[h.path];
+    if (hd.state == PATH_RETIRED || hd.epoch != h.epoch || h.psn > Body(h.path).psnNext)
     {
         ++m_tx->pc.staleAcks; // an ACK of a path that was retired or renumbered since
         return;
     }
+    const uint32_t plane = hd.plane;
     int64_t now = Simulator::Now().GetPicoSeconds();
-    CcPath& c = m_tx->cc.paths[h.path];
+    // The path's state by index, afresh at each use: acknowledging a message may post the
+    // next one, and the NIC may pull it at once and give another path its own state (which
+    // can move this one). A TxRecord& stays valid: the ring's storage does not move.
+    const uint32_t d = Dense(h.path);
+    auto P = [this, d]() -> SPath& { return m_tx->bodies[d]; };
+    auto C = [this, d]() -> CcPath& { return m_tx->cc.paths[d]; };
     uint64_t acked = 0;
     bool probeAcked = false;
     auto take = [&](TxRecord& r)
     {
         if (r.state == REC_INFLIGHT)
         {
-            c.inflightBytes -= r.payload;
+            C().inflightBytes -= r.payload;
         }
         if (r.state != REC_ACKED)
         {
@@ -1320,10 +1386,10 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
         }
     };
     // Everything below the cumulative PSN arrived.
-    while (p.cumAck < h.psn)
+    while (P().cumAck < h.psn)
     {
-        TxRecord r = p.recs.PopFront();
-        ++p.cumAck;
+        TxRecord r = P().recs.PopFront();
+        ++P().cumAck;
         take(r);
     }
     AdvanceBase(h.path);
@@ -1335,25 +1401,25 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
         for (uint64_t bits = h.sack[word]; bits != 0; bits &= bits - 1)
         {
             uint32_t psn = h.psn + 1 + word * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
-            if (psn >= p.psnNext)
+            if (psn >= P().psnNext)
             {
                 break;
             }
-            if (psn >= p.cumAck)
+            if (psn >= P().cumAck)
             {
-                take(p.recs.At(psn - p.cumAck));
+                take(P().recs.At(psn - P().cumAck));
             }
             highest = psn;
         }
     }
     uint32_t lost = 0;
-    for (int64_t psn = std::max(h.psn, p.cumAck); psn < highest; ++psn)
+    for (int64_t psn = std::max(h.psn, P().cumAck); psn < highest; ++psn)
     {
-        TxRecord& r = p.recs.At(static_cast<uint32_t>(psn - p.cumAck));
+        TxRecord& r = P().recs.At(static_cast<uint32_t>(psn - P().cumAck));
         if (r.state == REC_INFLIGHT)
         {
             r.state = REC_LOST;
-            c.inflightBytes -= r.payload;
+            C().inflightBytes -= r.payload;
             if (r.msg != kProbe)
             {
                 m_tx->retx.PushBack({r.msg, r.pkt});
@@ -1368,23 +1434,23 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
         h.timestampPs > 0 && (h.flags & RdmaHeader::kFlagProbe) == 0 ? now - h.timestampPs : -1;
     if (rtt > 0)
     {
-        if (c.srttPs == 0)
+        if (C().srttPs == 0)
         {
-            c.srttPs = rtt;
-            p.rttvarPs = rtt / 2;
+            C().srttPs = rtt;
+            P().rttvarPs = rtt / 2;
         }
         else
         {
-            p.rttvarPs = (3 * p.rttvarPs + std::abs(c.srttPs - rtt)) / 4;
-            c.srttPs = (7 * c.srttPs + rtt) / 8;
+            P().rttvarPs = (3 * P().rttvarPs + std::abs(C().srttPs - rtt)) / 4;
+            C().srttPs = (7 * C().srttPs + rtt) / 8;
         }
-        c.minRttPs = c.minRttPs == 0 ? rtt : std::min(c.minRttPs, rtt);
+        C().minRttPs = C().minRttPs == 0 ? rtt : std::min(C().minRttPs, rtt);
         m_tx->qpSrttPs = m_tx->qpSrttPs == 0 ? rtt : (7 * m_tx->qpSrttPs + rtt) / 8;
         m_tx->qpMinRttPs = m_tx->qpMinRttPs == 0 ? rtt : std::min(m_tx->qpMinRttPs, rtt);
     }
-    p.consecutiveTimeouts = 0;
-    p.lastProgressPs = now;
-    Plane& pl = m_tx->planes[p.plane];
+    P().consecutiveTimeouts = 0;
+    P().lastProgressPs = now;
+    Plane& pl = m_tx->planes[plane];
     pl.retiredInRow = 0;
     bool ecn = (h.flags & RdmaHeader::kFlagEcnEcho) != 0;
     if (ecn)
@@ -1393,22 +1459,23 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
     }
     if (probeAcked && pl.avoided)
     {
-        PlaneUsable(p.plane, now);
+        PlaneUsable(plane, now);
     }
-    if (p.state == PATH_ACTIVE)
+    // The congestion control indexes cc.paths: it gets the path's dense index.
+    if (m_tx->heads[h.path].state == PATH_ACTIVE)
     {
-        m_tx->ccOps->OnAck(m_tx->cc, h.path, acked, rtt, ecn);
+        m_tx->ccOps->OnAck(m_tx->cc, d, acked, rtt, ecn);
         if (lost > 0)
         {
             m_tx->pc.lossesDetected += lost;
-            m_tx->ccOps->OnLoss(m_tx->cc, h.path, lost);
+            m_tx->ccOps->OnLoss(m_tx->cc, d, lost);
         }
     }
     if (h.rateHintMbps != 0)
     {
         m_tx->ccOps->OnRateHint(m_tx->cc, h.rateHintMbps * 1e6);
     }
-    if (p.state == PATH_DRAINING && c.inflightBytes == 0)
+    if (m_tx->heads[h.path].state == PATH_DRAINING && m_tx->cc.paths[d].inflightBytes == 0)
     {
         RetirePath(h.path);
     }
@@ -1423,7 +1490,32 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
     }
     else
     {
-        Wake(p.plane);
+        Wake(plane);
+    }
+}
+
+void
+MetaRoceQueuePair::ReleaseState()
+{
+    if (m_tx != nullptr)
+    {
+        bool idle = m_sendQueue.Empty() && m_tx->retx.Empty();
+        for (const CcPath& c : m_tx->cc.paths)
+        {
+            idle = idle && c.inflightBytes == 0;
+        }
+        if (!idle)
+        {
+            return;
+        }
+        m_tx->timer.Cancel();
+        m_tx->paceEvent.Cancel();
+        m_tx.reset();
+    }
+    if (!m_ackFlush.IsRunning())
+    {
+        std::vector<RPath>().swap(m_rx);
+        std::vector<uint16_t>().swap(m_rxSlot);
     }
 }
 
@@ -1437,7 +1529,7 @@ MetaRoceQueuePair::ReleaseIdle()
     {
         m_tx->retx.Release();
     }
-    for (SPath& p : m_tx->paths)
+    for (SPath& p : m_tx->bodies)
     {
         if (p.recs.Empty())
         {

@@ -72,6 +72,12 @@ class MetaRoceQueuePair : public QueuePair
     void PrepareReceive(const RdmaHeader& h, uint32_t stage) const override;
     void PreparePull(uint32_t port, uint32_t stage) const override;
     void NotifyPortState(uint32_t port, bool up) override;
+    void ReleaseState() override;
+
+    bool HasReleasableState() const override
+    {
+        return m_tx != nullptr || !m_rx.empty() || !m_rxSlot.empty();
+    }
 
     /// What tests and reports may read of a path.
     struct PathView
@@ -85,8 +91,14 @@ class MetaRoceQueuePair : public QueuePair
         int64_t srttPs;
     };
 
-    uint32_t GetNPathSlots() const { return m_tx ? static_cast<uint32_t>(m_tx->paths.size()) : 0; }
+    uint32_t GetNPathSlots() const { return m_tx ? static_cast<uint32_t>(m_tx->heads.size()) : 0; }
     PathView GetPath(uint32_t i) const;
+    /// Paths with state of their own; the others have sent nothing since the connection
+    /// opened them and share its initial state.
+    uint32_t GetPathsTouched() const
+    {
+        return m_tx ? static_cast<uint32_t>(m_tx->bodies.size()) : 0;
+    }
     uint32_t GetActivePaths() const;
     uint32_t GetActivePathsOnPlane(uint32_t plane) const;
     /// QWND: the sum of the windows of the paths that take data.
@@ -139,6 +151,10 @@ class MetaRoceQueuePair : public QueuePair
         uint8_t state;
     };
 
+    //! A path's sequence and timing state. Materialized at the path's first use: the
+    //! connection's first paths open together with identical initial state, and a
+    //! connection that sends one packet touches one of its twelve (millions of them in a
+    //! 100k-rank all-to-all), so an untouched path is read from Sender::virginBody.
     struct SPath
     {
         Ring<TxRecord> recs; //!< recs.At(i) is path PSN cumAck + i
@@ -148,14 +164,19 @@ class MetaRoceQueuePair : public QueuePair
         int64_t lastSendPs{0};
         int64_t rttvarPs{0};
         int64_t nextProbePs{0};
-        uint16_t consecutiveTimeouts{0}; //!< up to PathFailTimeouts (72-byte struct)
+        uint16_t consecutiveTimeouts{0}; //!< up to PathFailTimeouts
+    };
+
+    //! What every path has from its opening: 8 bytes.
+    struct PathHead
+    {
         uint16_t entropy{0};
+        uint16_t body{0}; //!< 1 + index in bodies and cc.paths; 0: untouched (virgin)
         uint8_t epoch{0};
         uint8_t plane{0};
         uint8_t state{PATH_RETIRED};
     };
 
-    /// 256 bits: bit i stands for path PSN cum + 1 + i.
     struct Bits256
     {
         std::array<uint64_t, 4> w{};
@@ -219,7 +240,24 @@ class MetaRoceQueuePair : public QueuePair
 
     void EnsureInit();
     /// wake: tell the NIC the plane has work (not from inside PullFrame, which would re-enter).
-    uint32_t OpenPath(uint32_t plane, PathState state = PATH_ACTIVE, bool wake = true);
+    uint32_t OpenPath(uint32_t plane, PathState state = PATH_ACTIVE, bool wake = true,
+                      bool virgin = false);
+    //! A path's state for reading: an untouched path reads the shared initial state.
+    const SPath& Body(uint32_t i) const
+    {
+        uint16_t b = m_tx->heads[i].body;
+        return b != 0 ? m_tx->bodies[b - 1] : m_tx->virginBody;
+    }
+
+    const CcPath& Cc(uint32_t i) const
+    {
+        uint16_t b = m_tx->heads[i].body;
+        return b != 0 ? m_tx->cc.paths[b - 1] : m_tx->virginCc;
+    }
+
+    //! The index of path i's own state in bodies and cc.paths, made at its first write.
+    //! It may move the other paths' state: take references after it.
+    uint32_t Dense(uint32_t i);
     /// Opens the paths still owed to `plane` (OpenPathsOnFirstUse); wake as for OpenPath.
     void OpenOwed(uint32_t plane, bool wake);
     /// Opens every path still owed (before the path set is restructured).
@@ -286,8 +324,11 @@ class MetaRoceQueuePair : public QueuePair
     {
         CcState cc;
         Ptr<RdmaCongestionOps> ccOps;
-        std::vector<SPath> paths;
+        std::vector<PathHead> heads; //!< [path id]
+        std::vector<SPath> bodies;   //!< [PathHead::body - 1], parallel to cc.paths
         std::vector<Plane> planes;
+        SPath virginBody; //!< the state of a path opened with the connection, until first use
+        CcPath virginCc;
         Ring<std::pair<uint64_t, uint32_t>> retx; //!< (message, packet) to send again
         uint64_t txMsg{0};
         int64_t paceVirtPs{0};

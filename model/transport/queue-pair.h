@@ -109,6 +109,16 @@ class QueuePair : public Object
     }
     /// A port of the NIC went down or came back.
     virtual void NotifyPortState(uint32_t port, bool up) {}
+    /**
+     * The connection has sent and received all it ever will (a communicator's last
+     * collective): drop the transport's per-connection state (paths, windows, timers) if
+     * nothing is outstanding. Counters and message bookkeeping stay. A later post starts
+     * from fresh state; a late frame is handled as a stale one. Results are unchanged: the
+     * state would not be consulted again.
+     */
+    virtual void ReleaseState() {}
+    /// Whether ReleaseState would free anything (it costs an event to ask).
+    virtual bool HasReleasableState() const { return false; }
 
     struct Counters
     {
