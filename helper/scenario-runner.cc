@@ -787,15 +787,7 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     Simulator::Run();
     progress.Finish();
 
-    QueuePair::Counters sum;
-    comm.ForEachQp(
-        [&](const Ptr<QueuePair>& q)
-        {
-            const auto& c = q->GetCounters();
-            sum.retransmittedPackets += c.retransmittedPackets;
-            sum.timeouts += c.timeouts;
-            sum.dataPacketsSent += c.dataPacketsSent;
-        });
+    QueuePair::Counters sum = comm.SendCounters();
     std::vector<RunRecord> out;
     for (std::size_t i = 0; i < w.sizes.size(); ++i)
     {

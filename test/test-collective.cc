@@ -30,7 +30,7 @@ struct World : RdmaWorld
 
     CollectiveResult Run(const std::string& qpType, uint32_t ranks, CollectiveOp op,
                          CollectiveAlgorithm algo, uint64_t bytes, CollectiveConfig cfg = {},
-                         bool lastUse = false, uint32_t* holding = nullptr)
+                         bool lastUse = false, std::vector<uint64_t>* after = nullptr)
     {
         QueuePairFactory f;
         f.SetTypeId(qpType);
@@ -54,13 +54,23 @@ struct World : RdmaWorld
             lastUse);
         Simulator::Run();
         REQUIRE(done);
-        if (holding != nullptr)
+        if (after != nullptr)
         {
-            Simulator::Stop(MilliSeconds(10)); // late frames, timers, releases
+            // After late frames, timers and releases: the QPs still open, those holding
+            // transport state, and what the senders counted.
+            Simulator::Stop(MilliSeconds(10));
             Simulator::Run();
-            *holding = 0;
-            comm.ForEachQp([&](const Ptr<QueuePair>& q)
-                           { *holding += q->HasReleasableState() ? 1 : 0; });
+            uint64_t open = 0;
+            uint64_t holding = 0;
+            comm.ForEachQp(
+                [&](const Ptr<QueuePair>& q)
+                {
+                    ++open;
+                    holding += q->HasReleasableState() ? 1 : 0;
+                });
+            auto c = comm.SendCounters();
+            *after = {open,           holding,          c.dataPacketsSent, c.retransmittedPackets,
+                      c.messagesSent, comm.QueuePairs()};
         }
         return out;
     }
@@ -162,21 +172,30 @@ TEST_CASE("a last collective releases each connection's state when it is done, s
     for (double loss : {0.0, 0.01})
     {
         CAPTURE(loss);
-        auto once = [loss](bool lastUse, uint32_t& holding)
+        auto once = [loss](bool lastUse, std::vector<uint64_t>& after)
         {
             SimGuard guard;
             World w(SmallFpf(16, 2, 8));
             w.fabric->SetLossRate(loss);
             return w.Run(kMeta, 16, CollectiveOp::AllToAll, CollectiveAlgorithm::Direct, 1 << 20,
-                         {}, lastUse, &holding);
+                         {}, lastUse, &after);
         };
-        uint32_t kept = 0;
-        uint32_t left = 0;
+        std::vector<uint64_t> kept;
+        std::vector<uint64_t> closed;
         auto a = once(false, kept);
-        auto b = once(true, left);
+        auto b = once(true, closed);
         CHECK(a.endPs - a.startPs == b.endPs - b.startPs);
-        CHECK(kept == 16 * 15); // every sending QP keeps its paths and windows
-        CHECK(left == 0);
+        CHECK(kept[0] == 16 * 15); // every sending QP stays open, with its paths and windows
+        CHECK(kept[1] == 16 * 15);
+        CHECK(closed[0] == 0); // every connection closed once done
+        CHECK(closed[1] == 0);
+        // The closed QPs' counters are kept.
+        CHECK(closed[2] == kept[2]);
+        CHECK(closed[3] == kept[3]);
+        CHECK(closed[4] == kept[4]);
+        CHECK(closed[5] == kept[5]);
+        CHECK(closed[4] > 0);
+        CHECK((loss == 0 || closed[3] > 0));
     }
 }
 

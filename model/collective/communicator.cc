@@ -269,7 +269,10 @@ Communicator::ForEachQp(const std::function<void(const Ptr<QueuePair>&)>& f) con
     {
         for (const auto& q : c.tx)
         {
-            f(q);
+            if (q)
+            {
+                f(q);
+            }
         }
     }
 }
@@ -283,14 +286,30 @@ Communicator::Connection(uint32_t src, uint32_t dst)
     {
         return it->second;
     }
+    // QPNs now, in the order QPs were always numbered; the QPs themselves at the first
+    // message (OpenQps): a 100k-rank all-to-all plans 12.6 M QPs, a fraction in use at once.
     uint32_t nqp = m_multiplexed ? 1 : m_cfg.maxChannels * 2 * m_cfg.qpsPerConnection;
     Conn& c = m_conns[key];
-    c.tx.reserve(nqp);
-    c.rx.reserve(nqp);
+    c.tx.resize(nqp);
+    c.rx.resize(nqp);
+    c.qpn.reserve(2 * nqp);
+    Ptr<RdmaNic> a = (*m_nics)[m_ranks[src]];
+    Ptr<RdmaNic> b = (*m_nics)[m_ranks[dst]];
+    for (uint32_t i = 0; i < nqp; ++i)
+    {
+        c.qpn.push_back(a->ReserveQpn());
+        c.qpn.push_back(b->ReserveQpn());
+    }
+    return c;
+}
+
+void
+Communicator::OpenQps(Conn& c, uint32_t src, uint32_t dst)
+{
     Ptr<RdmaNic> a = (*m_nics)[m_ranks[src]];
     Ptr<RdmaNic> b = (*m_nics)[m_ranks[dst]];
     uint32_t planes = a->GetNPorts();
-    for (uint32_t i = 0; i < nqp; ++i)
+    for (uint32_t i = 0; i < c.tx.size(); ++i)
     {
         Ptr<QueuePair> qa = m_qpFactory.Create();
         Ptr<QueuePair> qb = m_qpFactory.Create();
@@ -307,12 +326,14 @@ Communicator::Connection(uint32_t src, uint32_t dst)
             qb->SetAttribute("Entropy",
                              UintegerValue(49152 + (dst * 7919 + src * 104729 + i * 31) % 16384));
         }
-        uint32_t qa_n = a->AddQueuePair(qa);
-        uint32_t qb_n = b->AddQueuePair(qb);
+        uint32_t qa_n = c.qpn[2 * i];
+        uint32_t qb_n = c.qpn[2 * i + 1];
+        a->AttachQueuePair(qa_n, qa);
+        b->AttachQueuePair(qb_n, qb);
         qa->Connect(m_ranks[dst], qb_n);
         qb->Connect(m_ranks[src], qa_n);
-        c.tx.push_back(qa);
-        c.rx.push_back(qb);
+        c.tx[i] = qa;
+        c.rx[i] = qb;
         m_qps += 2;
         // The receive side of the connection reports (channel, message index) upwards.
         if (m_multiplexed)
@@ -340,7 +361,51 @@ Communicator::Connection(uint32_t src, uint32_t dst)
                 }
             });
     }
-    return c;
+}
+
+void
+Communicator::Retire(uint32_t src, uint32_t dst)
+{
+    Conn& c = m_conns.find(std::make_pair(src, dst))->second;
+    bool quiet = true;
+    for (uint32_t i = 0; i < c.tx.size(); ++i)
+    {
+        for (const Ptr<QueuePair>& qp : {c.tx[i], c.rx[i]})
+        {
+            if (qp)
+            {
+                qp->ReleaseState();
+                quiet = quiet && qp->IsQuiescent();
+            }
+        }
+    }
+    if (!quiet)
+    {
+        return; // it keeps its QPs (and their memory)
+    }
+    // Closed: frames that still arrive (late duplicates under loss) find no QP and are
+    // dropped, where an open connection would have acknowledged them again.
+    Ptr<RdmaNic> a = (*m_nics)[m_ranks[src]];
+    Ptr<RdmaNic> b = (*m_nics)[m_ranks[dst]];
+    for (uint32_t i = 0; i < c.tx.size(); ++i)
+    {
+        if (c.tx[i])
+        {
+            m_closedTx.Add(c.tx[i]->GetCounters());
+            a->DetachQueuePair(c.qpn[2 * i]);
+            b->DetachQueuePair(c.qpn[2 * i + 1]);
+            c.tx[i] = nullptr;
+            c.rx[i] = nullptr;
+        }
+    }
+}
+
+QueuePair::Counters
+Communicator::SendCounters() const
+{
+    QueuePair::Counters sum = m_closedTx;
+    ForEachQp([&sum](const Ptr<QueuePair>& q) { sum.Add(q->GetCounters()); });
+    return sum;
 }
 
 uint32_t
@@ -896,6 +961,10 @@ Communicator::PostQueue(Run& run, uint32_t r, uint32_t qi)
         rs.sentBytes += op.bytes;
         Conn& c = Connection(r, q.peer);
         uint64_t index = c.Sent(q.channel)++;
+        if (!c.tx[0])
+        {
+            OpenQps(c, r, q.peer);
+        }
         Ptr<QueuePair> qp;
         uint16_t stream = 0;
         if (m_multiplexed)
@@ -953,15 +1022,9 @@ Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
             {
                 // Everything it carries was acknowledged, so also received. From a fresh
                 // event: this one runs inside the QP's own ACK processing.
-                for (const auto* qps : {&c.tx, &c.rx})
+                if (c.tx[0]->HasReleasableState() || c.rx[0]->HasReleasableState())
                 {
-                    for (const auto& qp : *qps)
-                    {
-                        if (qp->HasReleasableState())
-                        {
-                            Simulator::ScheduleNow(&QueuePair::ReleaseState, qp);
-                        }
-                    }
+                    Simulator::ScheduleNow(&Communicator::Retire, this, r, q.peer);
                 }
             }
         }

@@ -120,15 +120,18 @@ class Communicator
 
     /// QPs the communicator opened so far.
     uint64_t QueuePairs() const { return m_qps; }
-    /// Visit every sending QP (for counters).
+    /// Visit every sending QP that is open (for counters).
     void ForEachQp(const std::function<void(const Ptr<QueuePair>&)>& f) const;
+    /// The counters of every sending QP, open or closed.
+    QueuePair::Counters SendCounters() const;
 
   private:
     /// The QPs between two ranks, in one direction of use (src sends, dst receives).
     struct Conn
     {
-        std::vector<Ptr<QueuePair>> tx;
+        std::vector<Ptr<QueuePair>> tx; //!< null until the first message, and once closed
         std::vector<Ptr<QueuePair>> rx;
+        std::vector<uint32_t> qpn; //!< per QP: sender's QPN, receiver's QPN
         //! (channel, messages issued over the connection's life) for the channels used so far:
         //! a connection uses a few of the communicator's channels, and there are millions of them
         std::vector<std::pair<uint32_t, uint64_t>> sent;
@@ -153,6 +156,10 @@ class Communicator
     struct Run;
 
     Conn& Connection(uint32_t src, uint32_t dst);
+    void OpenQps(Conn& c, uint32_t src, uint32_t dst);
+    /// A last-use connection is done: its QPs release their state and, if nothing of
+    /// theirs is pending, close.
+    void Retire(uint32_t src, uint32_t dst);
     /// Posts what every out queue of `rank` may send now (at the start).
     void Post(Run& run, uint32_t rank);
     /// Posts what out queue `qi` may send now.
@@ -170,6 +177,7 @@ class Communicator
     std::map<std::pair<uint32_t, uint32_t>, Conn> m_conns; //!< nodes: stable references
     std::unique_ptr<Run> m_run;
     uint64_t m_qps{0};
+    QueuePair::Counters m_closedTx; //!< of the sending QPs closed so far
 };
 
 } // namespace metaroce

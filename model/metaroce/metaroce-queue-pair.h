@@ -79,6 +79,12 @@ class MetaRoceQueuePair : public QueuePair
         return m_tx != nullptr || !m_rx.empty() || !m_rxSlot.empty();
     }
 
+    bool IsQuiescent() const override
+    {
+        return !HasReleasableState() && !m_ackFlush.IsRunning() && m_sendQueue.Empty() &&
+               GetPendingReceives() == 0;
+    }
+
     /// What tests and reports may read of a path.
     struct PathView
     {

@@ -73,7 +73,7 @@ MetaRoceRateHint::OnData(const QueuePair* qp)
     }
     if (m_lastPs[qpn] < 0)
     {
-        m_active.push_back(qp);
+        m_active.push_back(qpn);
     }
     m_lastPs[qpn] = Simulator::Now().GetPicoSeconds();
     if (!m_sweep.IsRunning())
@@ -88,9 +88,10 @@ MetaRoceRateHint::Sweep()
     int64_t cutoff = Simulator::Now().GetPicoSeconds() - m_window.GetPicoSeconds();
     for (std::size_t i = 0; i < m_active.size();)
     {
-        const QueuePair* qp = m_active[i];
-        int64_t& last = m_lastPs[qp->GetQpn()];
-        if (last < cutoff && qp->GetPendingReceives() == 0)
+        // A connection closed meanwhile (its last collective is done) receives nothing.
+        Ptr<QueuePair> qp = m_nic->GetQueuePair(m_active[i]);
+        int64_t& last = m_lastPs[m_active[i]];
+        if (last < cutoff && (!qp || qp->GetPendingReceives() == 0))
         {
             last = -1;
             m_active[i] = m_active.back();

@@ -50,8 +50,8 @@ class MetaRoceRateHint : public Object
     Time m_window;
     double m_utilization{1.0};
     // Dense by QPN (a NIC numbers its QPs from 1): one store per data packet, no hashing.
-    std::vector<int64_t> m_lastPs;          //!< [qpn]: last data packet, or -1 if inactive
-    std::vector<const QueuePair*> m_active; //!< the active receiving QPs, any order
+    std::vector<int64_t> m_lastPs;  //!< [qpn]: last data packet, or -1 if inactive
+    std::vector<uint32_t> m_active; //!< QPNs of the active receiving QPs (open or since closed)
     EventId m_sweep;
 };
 

@@ -119,6 +119,9 @@ class QueuePair : public Object
     virtual void ReleaseState() {}
     /// Whether ReleaseState would free anything (it costs an event to ask).
     virtual bool HasReleasableState() const { return false; }
+    /// Nothing outstanding, no transport state and no event of its own pending: the QP may
+    /// be closed and destroyed without changing anything.
+    virtual bool IsQuiescent() const { return false; }
 
     struct Counters
     {
@@ -137,6 +140,25 @@ class QueuePair : public Object
         uint64_t naksSent{0};
         uint64_t cnpsSent{0};
         uint64_t ecnMarkedReceived{0};
+
+        void Add(const Counters& o)
+        {
+            messagesPosted += o.messagesPosted;
+            bytesPosted += o.bytesPosted;
+            messagesSent += o.messagesSent;
+            messagesReceived += o.messagesReceived;
+            bytesDelivered += o.bytesDelivered;
+            dataPacketsSent += o.dataPacketsSent;
+            retransmittedPackets += o.retransmittedPackets;
+            spuriousRetransmissions += o.spuriousRetransmissions;
+            duplicatePackets += o.duplicatePackets;
+            outOfOrderDropped += o.outOfOrderDropped;
+            timeouts += o.timeouts;
+            acksSent += o.acksSent;
+            naksSent += o.naksSent;
+            cnpsSent += o.cnpsSent;
+            ecnMarkedReceived += o.ecnMarkedReceived;
+        }
     };
 
     const Counters& GetCounters() const { return m_counters; }

@@ -65,12 +65,51 @@ RdmaNic::Install(Ptr<Node> host, uint32_t nicId)
 uint32_t
 RdmaNic::AddQueuePair(Ptr<QueuePair> qp)
 {
+    uint32_t qpn = ReserveQpn();
+    AttachQueuePair(qpn, qp);
+    return qpn;
+}
+
+uint32_t
+RdmaNic::ReserveQpn()
+{
     uint32_t qpn = static_cast<uint32_t>(m_qps.size());
     NS_ABORT_MSG_IF(qpn > 0xffffff, "RdmaNic: out of QPNs");
-    m_qps.push_back(qp);
+    m_qps.emplace_back();
     m_readyMask.push_back(0);
-    qp->Attach(this, qpn);
     return qpn;
+}
+
+void
+RdmaNic::AttachQueuePair(uint32_t qpn, Ptr<QueuePair> qp)
+{
+    NS_ABORT_MSG_IF(qpn == 0 || qpn >= m_qps.size() || m_qps[qpn], "RdmaNic: QPN not free");
+    m_qps[qpn] = qp;
+    qp->Attach(this, qpn);
+}
+
+void
+RdmaNic::DetachQueuePair(uint32_t qpn)
+{
+    NS_ABORT_MSG_IF(qpn == 0 || qpn >= m_qps.size(), "RdmaNic: no such QPN");
+    if (m_readyMask[qpn] != 0)
+    {
+        // Out of the round robins it waits in (they hold plain pointers).
+        for (uint32_t port = 0; port < m_ports.size(); ++port)
+        {
+            Ring<QueuePair*>& ready = m_ports[port].ready;
+            for (uint32_t n = ready.Size(); n > 0; --n)
+            {
+                QueuePair* q = ready.PopFront();
+                if (q->GetQpn() != qpn)
+                {
+                    ready.PushBack(std::move(q));
+                }
+            }
+        }
+        m_readyMask[qpn] = 0;
+    }
+    m_qps[qpn] = nullptr;
 }
 
 Ptr<QueuePair>
@@ -174,6 +213,10 @@ RdmaNic::PrepareFrame(const FabricFrame& f, uint32_t stage) const
         return;
     }
     const QueuePair* qp = PeekPointer(m_qps[qpn]);
+    if (qp == nullptr)
+    {
+        return;
+    }
     if (stage == 2)
     {
         __builtin_prefetch(qp);
@@ -218,7 +261,7 @@ RdmaNic::PrepareIdle(uint32_t port, uint32_t stage) const
 void
 RdmaNic::Deliver(FabricNetDevice* port, FabricFrame& frame, const RdmaHeader& h)
 {
-    if (h.destQpn == 0 || h.destQpn >= m_qps.size())
+    if (h.destQpn == 0 || h.destQpn >= m_qps.size() || !m_qps[h.destQpn])
     {
         ++m_unknownQp;
         return;
@@ -256,7 +299,10 @@ RdmaNic::NotifyLinkChange(FabricNetDevice* port, bool up)
     uint32_t i = port->GetIfIndex();
     for (std::size_t q = 1; q < m_qps.size(); ++q)
     {
-        m_qps[q]->NotifyPortState(i, up);
+        if (m_qps[q])
+        {
+            m_qps[q]->NotifyPortState(i, up);
+        }
     }
     if (up)
     {

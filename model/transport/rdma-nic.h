@@ -40,7 +40,14 @@ class alignas(64) RdmaNic final : public Object, public FabricFrameReceiver
 
     /// Adds a queue pair and gives it the next QPN (QPNs start at 1).
     uint32_t AddQueuePair(Ptr<QueuePair> qp);
+    /// Takes the next QPN for a queue pair attached later (a connection opened at its first
+    /// use keeps the QPN, hence the results, of one opened up front).
+    uint32_t ReserveQpn();
+    void AttachQueuePair(uint32_t qpn, Ptr<QueuePair> qp);
+    /// Closes a QPN: frames that still arrive for it are dropped (GetUnknownQpDrops).
+    void DetachQueuePair(uint32_t qpn);
     Ptr<QueuePair> GetQueuePair(uint32_t qpn) const;
+    /// QPNs given out, attached or not.
     uint32_t GetNQueuePairs() const { return static_cast<uint32_t>(m_qps.size() - 1); }
 
     /// A queue pair has frames for `port`: queue it in the port's round robin.
