@@ -366,7 +366,12 @@ Communicator::OpenQps(Conn& c, uint32_t src, uint32_t dst)
 void
 Communicator::Retire(uint32_t src, uint32_t dst)
 {
-    Conn& c = m_conns.find(std::make_pair(src, dst))->second;
+    auto it = m_conns.find(std::make_pair(src, dst));
+    if (it == m_conns.end())
+    {
+        return;
+    }
+    Conn& c = it->second;
     bool quiet = true;
     for (uint32_t i = 0; i < c.tx.size(); ++i)
     {
@@ -1093,6 +1098,22 @@ Communicator::Finish(Run& run, uint32_t r)
         {
             Simulator::ScheduleNow([done = run.done, res = run.result]() { done(res); });
         }
+        // The plan is not needed once every rank is done (late completions find no run and
+        // are ignored), nor, after a last use, the connections that closed.
+        Simulator::ScheduleNow(
+            [this, ended = &run]()
+            {
+                if (m_run.get() != ended)
+                {
+                    return; // the next collective started meanwhile
+                }
+                bool last = m_run->lastUse;
+                m_run.reset();
+                for (auto it = m_conns.begin(); last && it != m_conns.end();)
+                {
+                    it = it->second.tx[0] ? std::next(it) : m_conns.erase(it);
+                }
+            });
     }
 }
 
