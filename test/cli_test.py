@@ -116,6 +116,14 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 0, f"--dry-run exit {r.returncode}: {r.stderr}")
     check('"switches": 128' in r.stdout, "--dry-run reports the fabric's switch count")
 
+    # Every shipped scenario is valid (the bench's 100k job is only run with --large).
+    for sub in ("", "bench"):
+        d = os.path.join(ROOT, "scenarios", sub)
+        for name in sorted(os.listdir(d)):
+            if name.endswith(".json"):
+                r = run([os.path.join(d, name), "--dry-run"])
+                check(r.returncode == 0, f"{sub}/{name}: --dry-run exit {r.returncode}: {r.stderr}")
+
     # Same scenario and seed: byte-identical CSV, identical JSON but for the cost blocks.
     outs = []
     for i in range(2):
