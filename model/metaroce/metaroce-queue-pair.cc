@@ -121,10 +121,11 @@ MetaRoceQueuePair::GetTypeId()
                           MakeBooleanChecker())
             .AddAttribute("OpenPathsOnFirstUse",
                           "Open a plane's share of MinPaths when the plane first has data to "
-                          "send, instead of all MinPaths at the connection's first message. "
-                          "A connection that sends one packet then holds one or two paths' "
-                          "state, not twelve (memory at 100k ranks); paths get other entropies, "
-                          "so results differ from the default. Assumption: false.",
+                          "send, instead of all MinPaths at the connection's first message "
+                          "(an unused path costs 8 bytes either way: its state is made at its "
+                          "first send). Paths get other entropies and the QP window counts "
+                          "only the opened paths, so results differ from the default. "
+                          "Assumption: false.",
                           BooleanValue(false),
                           MakeBooleanAccessor(&MetaRoceQueuePair::m_openOnFirstUse),
                           MakeBooleanChecker())
