@@ -1373,7 +1373,9 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
     auto C = [this, d]() -> CcPath& { return m_tx->cc.paths[d]; };
     uint64_t acked = 0;
     bool probeAcked = false;
-    auto take = [&](TxRecord& r)
+    // Acknowledging may post and pull (see P above), which may grow this path's record ring
+    // or pop its front: a record is marked by its PSN after AckChunk, not through a reference.
+    auto take = [&](TxRecord r, uint32_t psn, bool inRing)
     {
         if (r.state == REC_INFLIGHT)
         {
@@ -1383,7 +1385,10 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
         {
             probeAcked = probeAcked || r.msg == kProbe;
             acked += AckChunk(r);
-            r.state = REC_ACKED;
+            if (inRing && psn >= P().cumAck)
+            {
+                P().recs.At(psn - P().cumAck).state = REC_ACKED;
+            }
         }
     };
     // Everything below the cumulative PSN arrived.
@@ -1391,7 +1396,7 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
     {
         TxRecord r = P().recs.PopFront();
         ++P().cumAck;
-        take(r);
+        take(r, 0, false);
     }
     AdvanceBase(h.path);
     // SACKed packets above it; any hole below the highest one is a loss.
@@ -1408,7 +1413,7 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
             }
             if (psn >= P().cumAck)
             {
-                take(P().recs.At(psn - P().cumAck));
+                take(P().recs.At(psn - P().cumAck), psn, true);
             }
             highest = psn;
         }
