@@ -253,7 +253,7 @@ Communicator::~Communicator() = default;
 uint64_t
 Communicator::NicBytesPerSecond() const
 {
-    const Ptr<RdmaNic>& nic = (*m_nics)[m_ranks.front()];
+    RdmaNic* nic = NicOf(0);
     uint64_t bps = 0;
     for (uint32_t p = 0; p < nic->GetNPorts(); ++p)
     {
@@ -293,8 +293,8 @@ Communicator::Connection(uint32_t src, uint32_t dst)
     c.tx.resize(nqp);
     c.rx.resize(nqp);
     c.qpn.reserve(2 * nqp);
-    Ptr<RdmaNic> a = (*m_nics)[m_ranks[src]];
-    Ptr<RdmaNic> b = (*m_nics)[m_ranks[dst]];
+    RdmaNic* a = NicOf(src);
+    RdmaNic* b = NicOf(dst);
     for (uint32_t i = 0; i < nqp; ++i)
     {
         c.qpn.push_back(a->ReserveQpn());
@@ -306,8 +306,8 @@ Communicator::Connection(uint32_t src, uint32_t dst)
 void
 Communicator::OpenQps(Conn& c, uint32_t src, uint32_t dst)
 {
-    Ptr<RdmaNic> a = (*m_nics)[m_ranks[src]];
-    Ptr<RdmaNic> b = (*m_nics)[m_ranks[dst]];
+    RdmaNic* a = NicOf(src);
+    RdmaNic* b = NicOf(dst);
     uint32_t planes = a->GetNPorts();
     for (uint32_t i = 0; i < c.tx.size(); ++i)
     {
@@ -379,8 +379,7 @@ Communicator::Retire(uint32_t src, uint32_t dst)
         {
             if (qp)
             {
-                qp->ReleaseState();
-                quiet = quiet && qp->IsQuiescent();
+                quiet = qp->ReleaseState() && quiet;
             }
         }
     }
@@ -390,8 +389,8 @@ Communicator::Retire(uint32_t src, uint32_t dst)
     }
     // Closed: frames that still arrive (late duplicates under loss) find no QP and are
     // dropped, where an open connection would have acknowledged them again.
-    Ptr<RdmaNic> a = (*m_nics)[m_ranks[src]];
-    Ptr<RdmaNic> b = (*m_nics)[m_ranks[dst]];
+    RdmaNic* a = NicOf(src);
+    RdmaNic* b = NicOf(dst);
     for (uint32_t i = 0; i < c.tx.size(); ++i)
     {
         if (c.tx[i])

@@ -155,6 +155,7 @@ class Communicator
     struct Plan;
     struct Run;
 
+    RdmaNic* NicOf(uint32_t rank) const { return PeekPointer((*m_nics)[m_ranks[rank]]); }
     Conn& Connection(uint32_t src, uint32_t dst);
     void OpenQps(Conn& c, uint32_t src, uint32_t dst);
     /// A last-use connection is done: its QPs release their state and, if nothing of

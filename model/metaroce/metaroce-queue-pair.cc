@@ -216,13 +216,7 @@ MetaRoceQueuePair::EnsureInit()
     // Exact-size path table: a QP that never grows keeps no spare capacity (millions of
     // QPs). The paths opened here share one initial state (virginBody, virginCc) until
     // their first use.
-    int64_t now = Simulator::Now().GetPicoSeconds();
-    m_tx->virginBody.lastSendPs = now;
-    m_tx->virginBody.lastProgressPs = now;
-    m_tx->virginBody.nextProbePs = now;
-    m_tx->virginCc.maxCwndBytes = static_cast<double>(m_pathWindowCap) * m_mtu;
-    m_tx->virginCc.cwndBytes =
-        std::min(m_tx->virginCc.maxCwndBytes, static_cast<double>(m_initialWindow) * m_mtu);
+    FreshPath(m_tx->virginBody, m_tx->virginCc, PATH_ACTIVE);
     if (!m_openOnFirstUse)
     {
         m_tx->heads.reserve(std::min(m_minPaths, m_maxPaths));
@@ -323,19 +317,7 @@ MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state, bool wake, bool vir
     else
     {
         uint32_t d = Dense(slot);
-        SPath& p = m_tx->bodies[d];
-        p.recs.Release();
-        p = SPath();
-        int64_t now = Simulator::Now().GetPicoSeconds();
-        p.lastSendPs = now;
-        p.lastProgressPs = now;
-        p.nextProbePs = now;
-        CcPath& c = m_tx->cc.paths[d];
-        c = CcPath();
-        c.maxCwndBytes = static_cast<double>(m_pathWindowCap) * m_mtu;
-        c.cwndBytes =
-            std::min(c.maxCwndBytes,
-                     static_cast<double>(state == PATH_PROBING ? 1 : m_initialWindow) * m_mtu);
+        FreshPath(m_tx->bodies[d], m_tx->cc.paths[d], state);
     }
     m_tx->planes[plane].paths.push_back(static_cast<uint16_t>(slot));
     ++m_tx->pc.pathsOpened;
@@ -344,6 +326,21 @@ MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state, bool wake, bool vir
         Wake(plane);
     }
     return slot;
+}
+
+void
+MetaRoceQueuePair::FreshPath(SPath& p, CcPath& c, PathState state) const
+{
+    p.recs.Release();
+    p = SPath();
+    int64_t now = Simulator::Now().GetPicoSeconds();
+    p.lastSendPs = now;
+    p.lastProgressPs = now;
+    p.nextProbePs = now;
+    c = CcPath();
+    c.maxCwndBytes = static_cast<double>(m_pathWindowCap) * m_mtu;
+    c.cwndBytes = std::min(
+        c.maxCwndBytes, static_cast<double>(state == PATH_PROBING ? 1 : m_initialWindow) * m_mtu);
 }
 
 uint32_t
@@ -1500,7 +1497,7 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
     }
 }
 
-void
+bool
 MetaRoceQueuePair::ReleaseState()
 {
     if (m_tx != nullptr)
@@ -1512,7 +1509,7 @@ MetaRoceQueuePair::ReleaseState()
         }
         if (!idle)
         {
-            return;
+            return false;
         }
         m_tx->timer.Cancel();
         m_tx->paceEvent.Cancel();
@@ -1523,6 +1520,8 @@ MetaRoceQueuePair::ReleaseState()
         std::vector<RPath>().swap(m_rx);
         std::vector<uint16_t>().swap(m_rxSlot);
     }
+    return !HasReleasableState() && !m_ackFlush.IsRunning() && m_sendQueue.Empty() &&
+           GetPendingReceives() == 0;
 }
 
 void

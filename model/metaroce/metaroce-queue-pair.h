@@ -72,17 +72,11 @@ class MetaRoceQueuePair : public QueuePair
     void PrepareReceive(const RdmaHeader& h, uint32_t stage) const override;
     void PreparePull(uint32_t port, uint32_t stage) const override;
     void NotifyPortState(uint32_t port, bool up) override;
-    void ReleaseState() override;
+    bool ReleaseState() override;
 
     bool HasReleasableState() const override
     {
         return m_tx != nullptr || !m_rx.empty() || !m_rxSlot.empty();
-    }
-
-    bool IsQuiescent() const override
-    {
-        return !HasReleasableState() && !m_ackFlush.IsRunning() && m_sendQueue.Empty() &&
-               GetPendingReceives() == 0;
     }
 
     /// What tests and reports may read of a path.
@@ -264,6 +258,8 @@ class MetaRoceQueuePair : public QueuePair
     //! The index of path i's own state in bodies and cc.paths, made at its first write.
     //! It may move the other paths' state: take references after it.
     uint32_t Dense(uint32_t i);
+    /// A newly opened path's state (also the connection's shared initial state).
+    void FreshPath(SPath& p, CcPath& c, PathState state) const;
     /// Opens the paths still owed to `plane` (OpenPathsOnFirstUse); wake as for OpenPath.
     void OpenOwed(uint32_t plane, bool wake);
     /// Opens every path still owed (before the path set is restructured).

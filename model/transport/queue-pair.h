@@ -115,13 +115,12 @@ class QueuePair : public Object
      * nothing is outstanding. Counters and message bookkeeping stay. A later post starts
      * from fresh state; a late frame is handled as a stale one. Results are unchanged: the
      * state would not be consulted again.
+     * \return true if the QP is now quiescent (nothing outstanding, no transport state, no
+     * event of its own pending): it may be closed and destroyed without changing anything.
      */
-    virtual void ReleaseState() {}
+    virtual bool ReleaseState() { return false; }
     /// Whether ReleaseState would free anything (it costs an event to ask).
     virtual bool HasReleasableState() const { return false; }
-    /// Nothing outstanding, no transport state and no event of its own pending: the QP may
-    /// be closed and destroyed without changing anything.
-    virtual bool IsQuiescent() const { return false; }
 
     struct Counters
     {
