@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_map>
 
 namespace ns3
 {
@@ -126,64 +125,139 @@ BusBwFactor(CollectiveOp op, uint32_t n)
 
 // ---------------------------------------------------------------- internal structures
 
-/// One message a rank sends: `deps` are (in-queue, index) pairs that must have arrived.
-struct SendOp
+// A plan lives for every rank at once while its collective runs (an all-to-all over 100k
+// ranks has 25 M queues), so it is held in flat per-rank arrays: no allocation per queue
+// or per message.
+
+/// One message a rank sends; it may go once deps[depBegin, depBegin + nDeps) have arrived.
+struct SendOp // 16 bytes
 {
-    uint64_t bytes{0};
-    std::vector<std::pair<uint32_t, uint64_t>> deps;
-    bool reduce{false};
+    uint64_t bytes : 63;
+    uint64_t reduce : 1;
+    uint32_t depBegin;
+    uint32_t nDeps;
 };
 
-struct OutQueue // 64 bytes: a rank of a 64-rank all-to-all has 252 of them
+/// (in queue, message index) a send waits for.
+struct Dep
+{
+    uint32_t in;
+    uint32_t index;
+};
+
+struct OutQueue // 28 bytes: a rank of a 64-rank all-to-all has 252 of them
 {
     uint32_t peer{0};
-    uint32_t channel{0};
-    uint32_t window{1};
-    uint32_t inflight{0};
-    std::vector<SendOp> ops;
-    uint32_t next{0};
+    uint16_t channel{0};
     bool active{false};
-    uint64_t acked{0};
-    uint64_t base{0};
+    uint16_t window{1};
+    uint16_t inflight{0};
+    uint32_t opBegin{0}; //!< ops[opBegin, opBegin + nOps) of the rank, contiguous
+    uint32_t nOps{0};
+    uint32_t next{0}; //!< of nOps
+    uint32_t acked{0};
 };
 
-/// Which messages of an in queue arrived: up to 64 inline (most queues expect a few).
-class Arrivals
+/// A message stream a rank expects from a peer on a channel, and which messages arrived:
+/// up to 64 in one inline word (most queues expect a few), more in an array.
+class InQueue // 24 bytes
 {
   public:
-    void Assign(uint64_t n)
+    InQueue(uint32_t peer, uint16_t channel, uint32_t expected)
+        : m_peer(peer)
+        , m_channel(channel)
+        , m_expected(expected)
     {
-        m_word = 0;
-        m_words.reset(n > 64 ? new uint64_t[(n + 63) / 64]() : nullptr);
+        if (m_expected > 64)
+        {
+            m_bits.words = new uint64_t[(m_expected + 63) / 64]();
+        }
     }
 
-    bool Test(uint64_t i) const { return ((m_words ? m_words[i >> 6] : m_word) >> (i & 63)) & 1; }
+    InQueue(InQueue&& o) noexcept
+        : m_peer(o.m_peer)
+        , m_channel(o.m_channel)
+        , m_expected(o.m_expected)
+        , m_base(o.m_base)
+        , m_bits(o.m_bits)
+    {
+        o.m_expected = 0; // the array, if any, is ours now
+    }
 
-    void Set(uint64_t i) { (m_words ? m_words[i >> 6] : m_word) |= 1ULL << (i & 63); }
+    InQueue& operator=(InQueue&& o) noexcept
+    {
+        if (this != &o)
+        {
+            Free();
+            m_peer = o.m_peer;
+            m_channel = o.m_channel;
+            m_expected = o.m_expected;
+            m_base = o.m_base;
+            m_bits = o.m_bits;
+            o.m_expected = 0;
+        }
+        return *this;
+    }
+
+    InQueue(const InQueue&) = delete;
+    InQueue& operator=(const InQueue&) = delete;
+
+    ~InQueue() { Free(); }
+
+    uint32_t Peer() const { return m_peer; }
+    uint32_t Channel() const { return m_channel; }
+    uint32_t Expected() const { return m_expected; }
+    uint64_t Key() const { return static_cast<uint64_t>(m_peer) << 32 | m_channel; }
+    uint64_t Base() const { return m_base; }
+
+    void SetBase(uint64_t base)
+    {
+        NS_ABORT_MSG_IF(base > UINT32_MAX, "collective: over 2^32 messages on one channel");
+        m_base = static_cast<uint32_t>(base);
+    }
+
+    bool Test(uint64_t i) const
+    {
+        return ((m_expected > 64 ? m_bits.words[i >> 6] : m_bits.word) >> (i & 63)) & 1;
+    }
+
+    void Set(uint64_t i)
+    {
+        (m_expected > 64 ? m_bits.words[i >> 6] : m_bits.word) |= 1ULL << (i & 63);
+    }
 
   private:
-    uint64_t m_word{0};
-    std::unique_ptr<uint64_t[]> m_words;
+    void Free()
+    {
+        if (m_expected > 64)
+        {
+            delete[] m_bits.words;
+        }
+    }
+
+    uint32_t m_peer;
+    uint16_t m_channel;
+    uint32_t m_expected;
+    uint32_t m_base{0}; //!< the connection's messages on this channel before this collective
+
+    union Bits
+    {
+        uint64_t word;
+        uint64_t* words;
+    } m_bits{0};
 };
 
-struct InQueue // 48 bytes
-{
-    uint32_t peer{0};
-    uint32_t channel{0};
-    uint64_t expected{0};
-    uint64_t received{0};
-    uint64_t base{0};
-    Arrivals got;
-};
+static_assert(sizeof(SendOp) == 16 && sizeof(OutQueue) == 28 && sizeof(InQueue) == 24,
+              "plan records grew");
 
 struct RankState
 {
     std::vector<OutQueue> out;
+    std::vector<SendOp> ops;
+    std::vector<Dep> deps;
+    //! sorted by (peer, channel) once the plan is built, so an arrival finds its queue by
+    //! binary search
     std::vector<InQueue> in;
-    //! InKey(peer, channel) -> in queue while the plan is built
-    std::unordered_map<uint64_t, uint32_t> inIndex;
-    //! the same, sorted, once built: 16 bytes an entry (all-to-all at 100k ranks has 25 M)
-    std::vector<std::pair<uint64_t, uint32_t>> inSorted;
     //! waitList[waitStart[i] .. waitStart[i + 1]): the out queues (ascending) with a message
     //! that waits for in queue i; an arrival re-examines only those, not every queue of the
     //! rank (all-to-all has hundreds)
@@ -267,11 +341,11 @@ Communicator::ForEachQp(const std::function<void(const Ptr<QueuePair>&)>& f) con
 {
     for (const auto& [k, c] : m_conns)
     {
-        for (const auto& q : c.tx)
+        for (uint32_t i = 0; i < c.nqp; ++i)
         {
-            if (q)
+            if (c.qps[i].tx)
             {
-                f(q);
+                f(c.qps[i].tx);
             }
         }
     }
@@ -290,15 +364,14 @@ Communicator::Connection(uint32_t src, uint32_t dst)
     // message (OpenQps): a 100k-rank all-to-all plans 12.6 M QPs, a fraction in use at once.
     uint32_t nqp = m_multiplexed ? 1 : m_cfg.maxChannels * 2 * m_cfg.qpsPerConnection;
     Conn& c = m_conns[key];
-    c.tx.resize(nqp);
-    c.rx.resize(nqp);
-    c.qpn.reserve(2 * nqp);
+    c.qps.reset(new QpPair[nqp]);
+    c.nqp = nqp;
     RdmaNic* a = NicOf(src);
     RdmaNic* b = NicOf(dst);
     for (uint32_t i = 0; i < nqp; ++i)
     {
-        c.qpn.push_back(a->ReserveQpn());
-        c.qpn.push_back(b->ReserveQpn());
+        c.qps[i].txQpn = a->ReserveQpn();
+        c.qps[i].rxQpn = b->ReserveQpn();
     }
     return c;
 }
@@ -309,7 +382,7 @@ Communicator::OpenQps(Conn& c, uint32_t src, uint32_t dst)
     RdmaNic* a = NicOf(src);
     RdmaNic* b = NicOf(dst);
     uint32_t planes = a->GetNPorts();
-    for (uint32_t i = 0; i < c.tx.size(); ++i)
+    for (uint32_t i = 0; i < c.nqp; ++i)
     {
         Ptr<QueuePair> qa = m_qpFactory.Create();
         Ptr<QueuePair> qb = m_qpFactory.Create();
@@ -326,14 +399,14 @@ Communicator::OpenQps(Conn& c, uint32_t src, uint32_t dst)
             qb->SetAttribute("Entropy",
                              UintegerValue(49152 + (dst * 7919 + src * 104729 + i * 31) % 16384));
         }
-        uint32_t qa_n = c.qpn[2 * i];
-        uint32_t qb_n = c.qpn[2 * i + 1];
+        uint32_t qa_n = c.qps[i].txQpn;
+        uint32_t qb_n = c.qps[i].rxQpn;
         a->AttachQueuePair(qa_n, qa);
         b->AttachQueuePair(qb_n, qb);
         qa->Connect(m_ranks[dst], qb_n);
         qb->Connect(m_ranks[src], qa_n);
-        c.tx[i] = qa;
-        c.rx[i] = qb;
+        c.qps[i].tx = qa;
+        c.qps[i].rx = qb;
         m_qps += 2;
         // The receive side of the connection reports (channel, message index) upwards.
         if (m_multiplexed)
@@ -373,9 +446,9 @@ Communicator::Retire(uint32_t src, uint32_t dst)
     }
     Conn& c = it->second;
     bool quiet = true;
-    for (uint32_t i = 0; i < c.tx.size(); ++i)
+    for (uint32_t i = 0; i < c.nqp; ++i)
     {
-        for (const Ptr<QueuePair>& qp : {c.tx[i], c.rx[i]})
+        for (const Ptr<QueuePair>& qp : {c.qps[i].tx, c.qps[i].rx})
         {
             if (qp)
             {
@@ -391,15 +464,16 @@ Communicator::Retire(uint32_t src, uint32_t dst)
     // dropped, where an open connection would have acknowledged them again.
     RdmaNic* a = NicOf(src);
     RdmaNic* b = NicOf(dst);
-    for (uint32_t i = 0; i < c.tx.size(); ++i)
+    for (uint32_t i = 0; i < c.nqp; ++i)
     {
-        if (c.tx[i])
+        QpPair& p = c.qps[i];
+        if (p.tx)
         {
-            m_closedTx.Add(c.tx[i]->GetCounters());
-            a->DetachQueuePair(c.qpn[2 * i]);
-            b->DetachQueuePair(c.qpn[2 * i + 1]);
-            c.tx[i] = nullptr;
-            c.rx[i] = nullptr;
+            m_closedTx.Add(p.tx->GetCounters());
+            a->DetachQueuePair(p.txQpn);
+            b->DetachQueuePair(p.rxQpn);
+            p.tx = nullptr;
+            p.rx = nullptr;
         }
     }
 }
@@ -474,41 +548,53 @@ PartOf(uint64_t bytes, uint64_t parts, uint64_t i)
     return bytes / parts + (i < bytes % parts ? 1 : 0);
 }
 
+/// A new in queue. Planners never expect two streams from the same (peer, channel): the
+/// plan check (CheckPlan) aborts if one did.
 uint32_t
 AddIn(RankState& r, uint32_t peer, uint32_t channel, uint64_t expected)
 {
-    uint64_t key = InKey(peer, channel);
-    auto it = r.inIndex.find(key);
-    if (it != r.inIndex.end())
-    {
-        r.in[it->second].expected += expected;
-        return it->second;
-    }
-    InQueue q;
-    q.peer = peer;
-    q.channel = channel;
-    q.expected = expected;
-    r.in.push_back(std::move(q));
-    r.inIndex[key] = static_cast<uint32_t>(r.in.size() - 1);
+    NS_ABORT_MSG_IF(expected > UINT32_MAX, "collective plan: too many messages in one stream");
+    NS_ABORT_MSG_IF(channel > UINT16_MAX, "collective plan: channel out of range");
+    r.in.emplace_back(peer, static_cast<uint16_t>(channel), static_cast<uint32_t>(expected));
     return static_cast<uint32_t>(r.in.size() - 1);
 }
 
-OutQueue&
+/// A new out queue; AddOp then appends its messages (a queue's are contiguous).
+void
 AddOut(RankState& r, uint32_t peer, uint32_t channel, uint32_t window)
 {
-    for (auto& q : r.out)
-    {
-        if (q.peer == peer && q.channel == channel)
-        {
-            return q;
-        }
-    }
+    NS_ABORT_MSG_IF(channel > UINT16_MAX, "collective plan: channel out of range");
+    NS_ABORT_MSG_IF(window == 0 || window > UINT16_MAX, "collective plan: window out of range");
+    NS_ABORT_MSG_IF(r.ops.size() >= UINT32_MAX, "collective plan: too many messages");
     OutQueue q;
     q.peer = peer;
-    q.channel = channel;
-    q.window = window;
-    r.out.push_back(std::move(q));
-    return r.out.back();
+    q.channel = static_cast<uint16_t>(channel);
+    q.window = static_cast<uint16_t>(window);
+    q.opBegin = static_cast<uint32_t>(r.ops.size());
+    r.out.push_back(q);
+}
+
+/// A message of the last out queue; AddDep then appends what it waits for.
+void
+AddOp(RankState& r, uint64_t bytes, bool reduce)
+{
+    NS_ABORT_MSG_IF(r.ops.size() >= UINT32_MAX || r.deps.size() >= UINT32_MAX,
+                    "collective plan: too many messages");
+    SendOp op;
+    op.bytes = bytes;
+    op.reduce = reduce;
+    op.depBegin = static_cast<uint32_t>(r.deps.size());
+    op.nDeps = 0;
+    r.ops.push_back(op);
+    ++r.out.back().nOps;
+}
+
+void
+AddDep(RankState& r, uint32_t in, uint64_t index)
+{
+    NS_ABORT_MSG_IF(index > UINT32_MAX, "collective plan: too many messages in one stream");
+    r.deps.push_back(Dep{in, static_cast<uint32_t>(index)});
+    ++r.ops.back().nDeps;
 }
 
 /// Ring reduce-scatter / all-gather / all-reduce: each rank sends to the next and receives from
@@ -532,7 +618,7 @@ PlanRing(std::vector<RankState>& ranks, CollectiveOp op, uint64_t bytes, uint32_
             uint32_t prev = (r + k - 1) % k;
             RankState& rs = ranks[r];
             uint32_t in = AddIn(rs, prev, ch, static_cast<uint64_t>(steps) * slices);
-            OutQueue& out = AddOut(rs, next, ch, cfg.ringSlicesInFlight);
+            AddOut(rs, next, ch, cfg.ringSlicesInFlight);
             for (uint32_t s = 0; s < steps; ++s)
             {
                 // The chunk rank r handles at step s: reduce-scatter sends (r - s), all-gather
@@ -541,15 +627,13 @@ PlanRing(std::vector<RankState>& ranks, CollectiveOp op, uint64_t bytes, uint32_
                 uint64_t chunkBytes = PartOf(chBytes, k, chunk);
                 for (uint64_t j = 0; j < slices; ++j)
                 {
-                    SendOp op2;
-                    op2.bytes = PartOf(chunkBytes, slices, j);
-                    op2.reduce = op != CollectiveOp::AllGather &&
-                                 s < (op == CollectiveOp::AllReduce ? k - 1 : steps) && s > 0;
+                    AddOp(rs, PartOf(chunkBytes, slices, j),
+                          op != CollectiveOp::AllGather &&
+                              s < (op == CollectiveOp::AllReduce ? k - 1 : steps) && s > 0);
                     if (s > 0)
                     {
-                        op2.deps.emplace_back(in, (s - 1) * slices + j);
+                        AddDep(rs, in, (s - 1) * slices + j);
                     }
-                    out.ops.push_back(std::move(op2));
                 }
             }
         }
@@ -598,38 +682,33 @@ PlanTree(std::vector<RankState>& ranks, uint64_t bytes, uint32_t channels,
                 {
                     uint32_t parent = rankOf((node - 1) / 2);
                     fromParent = static_cast<int32_t>(AddIn(rs, parent, ch, chunks));
-                    OutQueue& up = AddOut(rs, parent, ch, cfg.treeChunksInFlight);
+                    AddOut(rs, parent, ch, cfg.treeChunksInFlight);
                     for (uint64_t j = 0; j < chunks; ++j)
                     {
-                        SendOp op;
-                        op.bytes = PartOf(chBytes, chunks, j);
-                        op.reduce = !kids.empty();
+                        AddOp(rs, PartOf(chBytes, chunks, j), !kids.empty());
                         for (uint32_t q : fromKids)
                         {
-                            op.deps.emplace_back(q, j);
+                            AddDep(rs, q, j);
                         }
-                        up.ops.push_back(std::move(op));
                     }
                 }
                 for (uint32_t kid : kids)
                 {
-                    OutQueue& down = AddOut(rs, kid, ch, cfg.treeChunksInFlight);
+                    AddOut(rs, kid, ch, cfg.treeChunksInFlight);
                     for (uint64_t j = 0; j < chunks; ++j)
                     {
-                        SendOp op;
-                        op.bytes = PartOf(chBytes, chunks, j);
+                        AddOp(rs, PartOf(chBytes, chunks, j), false);
                         if (fromParent >= 0)
                         {
-                            op.deps.emplace_back(static_cast<uint32_t>(fromParent), j);
+                            AddDep(rs, static_cast<uint32_t>(fromParent), j);
                         }
                         else
                         {
                             for (uint32_t q : fromKids) // the root: once the chunk is reduced
                             {
-                                op.deps.emplace_back(q, j);
+                                AddDep(rs, q, j);
                             }
                         }
-                        down.ops.push_back(std::move(op));
                     }
                 }
             }
@@ -673,17 +752,14 @@ PlanPat(std::vector<RankState>& ranks, CollectiveOp op, uint64_t bytes, uint32_t
                 uint64_t stepBytes = chBytes * blocks / k;
                 uint64_t pieces = std::max<uint64_t>(1, (stepBytes + cfg.ringSliceBytes - 1) /
                                                             cfg.ringSliceBytes);
-                OutQueue& out = AddOut(rs, to, ch, cfg.ringSlicesInFlight);
+                AddOut(rs, to, ch, cfg.ringSlicesInFlight);
                 for (uint64_t j = 0; j < pieces; ++j)
                 {
-                    SendOp o;
-                    o.bytes = PartOf(stepBytes, pieces, j);
-                    o.reduce = !ag && prevIn >= 0;
+                    AddOp(rs, PartOf(stepBytes, pieces, j), !ag && prevIn >= 0);
                     for (uint64_t q = 0; prevIn >= 0 && q < prevPieces; ++q)
                     {
-                        o.deps.emplace_back(static_cast<uint32_t>(prevIn), q);
+                        AddDep(rs, static_cast<uint32_t>(prevIn), q);
                     }
-                    out.ops.push_back(std::move(o));
                 }
                 // The matching receive: this step's message from `from` (distances 1, 2, 4, ...
                 // are distinct modulo k, so every step has its own peers).
@@ -778,14 +854,96 @@ PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, uint32_t maxChannels,
                     chunk = cfg.p2pChunkBytes / 2;
                 }
                 uint64_t chunks = std::max<uint64_t>(1, (part + chunk - 1) / chunk);
-                OutQueue& out = AddOut(rs, peer, ch, cfg.p2pChunksInFlight);
+                AddOut(rs, peer, ch, cfg.p2pChunksInFlight);
                 for (uint64_t j = 0; j < chunks; ++j)
                 {
-                    SendOp op;
-                    op.bytes = PartOf(part, chunks, j);
-                    out.ops.push_back(std::move(op));
+                    AddOp(rs, PartOf(part, chunks, j), false);
                 }
                 AddIn(ranks[peer], r, ch, chunks);
+            }
+        }
+    }
+}
+/// Compacts a rank's plan (it lives as long as the collective, for every rank), sorts its in
+/// queues for lookup and lists each in queue's waiters.
+void
+FinishPlan(RankState& rs)
+{
+    rs.out.shrink_to_fit();
+    rs.ops.shrink_to_fit();
+    rs.deps.shrink_to_fit();
+    const std::size_t nIn = rs.in.size();
+    std::vector<uint64_t> keys;
+    keys.reserve(std::max(nIn, rs.out.size()));
+    for (const auto& q : rs.out)
+    {
+        keys.push_back(InKey(q.peer, q.channel));
+    }
+    std::sort(keys.begin(), keys.end());
+    NS_ABORT_MSG_IF(std::adjacent_find(keys.begin(), keys.end()) != keys.end(),
+                    "collective plan: two out queues for one peer and channel");
+    // In queues sorted by (peer, channel); what waits for them follows.
+    std::vector<uint32_t> order(nIn);
+    for (uint32_t i = 0; i < nIn; ++i)
+    {
+        order[i] = i;
+    }
+    std::sort(order.begin(), order.end(),
+              [&rs](uint32_t a, uint32_t b) { return rs.in[a].Key() < rs.in[b].Key(); });
+    std::vector<InQueue> sorted;
+    sorted.reserve(nIn);
+    std::vector<uint32_t> where(nIn);
+    for (uint32_t i = 0; i < nIn; ++i)
+    {
+        NS_ABORT_MSG_IF(i > 0 && rs.in[order[i]].Key() == sorted.back().Key(),
+                        "collective plan: two in queues for one peer and channel");
+        where[order[i]] = i;
+        sorted.push_back(std::move(rs.in[order[i]]));
+    }
+    rs.in.swap(sorted);
+    for (auto& d : rs.deps)
+    {
+        d.in = where[d.in];
+    }
+    // Waiters, in two passes (count, then fill) so the lists take exact room.
+    std::vector<uint32_t> last(nIn, UINT32_MAX);
+    rs.waitStart.assign(nIn + 1, 0);
+    for (int pass = 0; pass < 2; ++pass)
+    {
+        std::vector<uint32_t> fill;
+        if (pass == 1)
+        {
+            for (std::size_t i = 0; i < nIn; ++i)
+            {
+                rs.waitStart[i + 1] += rs.waitStart[i];
+            }
+            rs.waitList.resize(rs.waitStart.back());
+            fill.assign(rs.waitStart.begin(), rs.waitStart.end() - 1);
+            last.assign(nIn, UINT32_MAX);
+        }
+        for (uint32_t qi = 0; qi < rs.out.size(); ++qi)
+        {
+            const OutQueue& q = rs.out[qi];
+            for (uint32_t o = q.opBegin; o < q.opBegin + q.nOps; ++o)
+            {
+                const SendOp& op = rs.ops[o];
+                for (uint32_t d = op.depBegin; d < op.depBegin + op.nDeps; ++d)
+                {
+                    uint32_t in = rs.deps[d].in;
+                    if (last[in] == qi)
+                    {
+                        continue;
+                    }
+                    last[in] = qi;
+                    if (pass == 0)
+                    {
+                        ++rs.waitStart[in + 1];
+                    }
+                    else
+                    {
+                        rs.waitList[fill[in]++] = qi;
+                    }
+                }
             }
         }
     }
@@ -844,70 +1002,24 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
             PlanDirect(run.ranks, bytes, m_cfg.maxChannels, m_cfg);
         }
     }
-    // Bases: indices continue where each connection's previous collective ended.
+    // Bases: indices continue where each connection's previous collective ended. The
+    // connections are made (and their QPNs reserved) in plan order.
     for (uint32_t r = 0; r < Size(); ++r)
     {
         RankState& rs = run.ranks[r];
-        for (auto& q : rs.out)
+        for (const auto& q : rs.out)
         {
             Conn& c = Connection(r, q.peer);
-            q.base = c.Sent(q.channel);
-            c.openQueues += lastUse && !q.ops.empty() ? 1 : 0;
-            rs.pending += q.ops.size();
-            run.result.messages += q.ops.size();
+            c.openQueues += lastUse && q.nOps > 0 ? 1 : 0;
+            rs.pending += q.nOps;
+            run.result.messages += q.nOps;
         }
         for (auto& q : rs.in)
         {
-            Conn& c = Connection(q.peer, r);
-            q.base = c.Sent(q.channel);
-            q.got.Assign(q.expected);
-            rs.pending += q.expected;
+            q.SetBase(Connection(q.Peer(), r).Sent(q.Channel()));
+            rs.pending += q.Expected();
         }
-        // Compact the plan: it lives as long as the collective, for every rank.
-        rs.out.shrink_to_fit();
-        rs.in.shrink_to_fit();
-        rs.inSorted.assign(rs.inIndex.begin(), rs.inIndex.end());
-        std::sort(rs.inSorted.begin(), rs.inSorted.end());
-        std::unordered_map<uint64_t, uint32_t>().swap(rs.inIndex);
-        // Waiters, in two passes (count, then fill) so the lists take exact room.
-        std::vector<uint32_t> last(rs.in.size(), UINT32_MAX);
-        rs.waitStart.assign(rs.in.size() + 1, 0);
-        for (int pass = 0; pass < 2; ++pass)
-        {
-            std::vector<uint32_t> fill;
-            if (pass == 1)
-            {
-                for (std::size_t i = 0; i < rs.in.size(); ++i)
-                {
-                    rs.waitStart[i + 1] += rs.waitStart[i];
-                }
-                rs.waitList.resize(rs.waitStart.back());
-                fill.assign(rs.waitStart.begin(), rs.waitStart.end() - 1);
-                last.assign(rs.in.size(), UINT32_MAX);
-            }
-            for (uint32_t qi = 0; qi < rs.out.size(); ++qi)
-            {
-                for (const SendOp& op : rs.out[qi].ops)
-                {
-                    for (const auto& dep : op.deps)
-                    {
-                        if (last[dep.first] == qi)
-                        {
-                            continue;
-                        }
-                        last[dep.first] = qi;
-                        if (pass == 0)
-                        {
-                            ++rs.waitStart[dep.first + 1];
-                        }
-                        else
-                        {
-                            rs.waitList[fill[dep.first]++] = qi;
-                        }
-                    }
-                }
-            }
-        }
+        FinishPlan(rs);
     }
     for (uint32_t r = 0; r < Size(); ++r)
     {
@@ -948,13 +1060,13 @@ Communicator::PostQueue(Run& run, uint32_t r, uint32_t qi)
     {
         return;
     }
-    while (q.inflight < q.window && q.next < q.ops.size())
+    while (q.inflight < q.window && q.next < q.nOps)
     {
-        const SendOp& op = q.ops[q.next];
+        const SendOp& op = rs.ops[q.opBegin + q.next];
         bool ready = true;
-        for (const auto& [in, idx] : op.deps)
+        for (uint32_t d = op.depBegin; d < op.depBegin + op.nDeps; ++d)
         {
-            ready = ready && rs.in[in].got.Test(idx);
+            ready = ready && rs.in[rs.deps[d].in].Test(rs.deps[d].index);
         }
         if (!ready)
         {
@@ -964,8 +1076,8 @@ Communicator::PostQueue(Run& run, uint32_t r, uint32_t qi)
         ++q.inflight;
         rs.sentBytes += op.bytes;
         Conn& c = Connection(r, q.peer);
-        uint64_t index = c.Sent(q.channel)++;
-        if (!c.tx[0])
+        uint64_t index = c.Issue(q.channel);
+        if (!c.qps[0].tx)
         {
             OpenQps(c, r, q.peer);
         }
@@ -973,13 +1085,13 @@ Communicator::PostQueue(Run& run, uint32_t r, uint32_t qi)
         uint16_t stream = 0;
         if (m_multiplexed)
         {
-            qp = c.tx[0];
+            qp = c.qps[0].tx;
             stream = static_cast<uint16_t>(q.channel);
         }
         else
         {
             uint32_t qpc = m_cfg.qpsPerConnection;
-            qp = c.tx[q.channel * qpc + index % qpc];
+            qp = c.qps[q.channel * qpc + index % qpc].tx;
         }
         uint64_t bytes = op.bytes;
         auto send = [this, qp, bytes, stream, r, qi]()
@@ -1014,7 +1126,7 @@ Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
     ++q.acked;
     --rs.pending;
     std::size_t firstNew = rs.nextToActivate;
-    if (q.acked == q.ops.size() && q.active)
+    if (q.acked == q.nOps && q.active)
     {
         q.active = false;
         --rs.active;
@@ -1026,7 +1138,7 @@ Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
             {
                 // Everything it carries was acknowledged, so also received. From a fresh
                 // event: this one runs inside the QP's own ACK processing.
-                if (c.tx[0]->HasReleasableState() || c.rx[0]->HasReleasableState())
+                if (c.qps[0].tx->HasReleasableState() || c.qps[0].rx->HasReleasableState())
                 {
                     Simulator::ScheduleNow(&Communicator::Retire, this, r, q.peer);
                 }
@@ -1051,16 +1163,15 @@ Communicator::OnReceived(Run& run, uint32_t r, uint32_t src, uint32_t channel, u
 {
     RankState& rs = run.ranks[r];
     const uint64_t key = InKey(src, channel);
-    auto it =
-        std::lower_bound(rs.inSorted.begin(), rs.inSorted.end(), std::make_pair(key, uint32_t{0}));
-    NS_ABORT_MSG_IF(it == rs.inSorted.end() || it->first != key,
+    auto it = std::lower_bound(rs.in.begin(), rs.in.end(), key,
+                               [](const InQueue& q, uint64_t k) { return q.Key() < k; });
+    NS_ABORT_MSG_IF(it == rs.in.end() || it->Key() != key,
                     "collective: a message nobody expected arrived");
-    const uint32_t qin = it->second;
-    InQueue& q = rs.in[qin];
-    uint64_t i = index - q.base;
-    NS_ABORT_MSG_IF(i >= q.expected || q.got.Test(i), "collective: message index out of plan");
-    q.got.Set(i);
-    ++q.received;
+    const uint32_t qin = static_cast<uint32_t>(it - rs.in.begin());
+    InQueue& q = *it;
+    uint64_t i = index - q.Base();
+    NS_ABORT_MSG_IF(i >= q.Expected() || q.Test(i), "collective: message index out of plan");
+    q.Set(i);
     --rs.pending;
     if (rs.pending == 0)
     {
@@ -1110,7 +1221,7 @@ Communicator::Finish(Run& run, uint32_t r)
                 m_run.reset();
                 for (auto it = m_conns.begin(); last && it != m_conns.end();)
                 {
-                    it = it->second.tx[0] ? std::next(it) : m_conns.erase(it);
+                    it = it->second.qps[0].tx ? std::next(it) : m_conns.erase(it);
                 }
             });
     }
