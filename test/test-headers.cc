@@ -89,7 +89,7 @@ TEST_CASE("A header frame has the wire size, bytes and lifetime of the Packet fr
         Ptr<Packet> p = Create<Packet>(payload);
         p->AddHeader(h);
         FabricFrame bytes = FabricFrame::Make(p, 1, 2, 3, 4, ECN_ECT0);
-        auto* rh = new RdmaFrameHeader(h, payload);
+        auto* rh = RdmaFrameHeader::Make(h, payload);
         FabricFrame frame = FabricFrame::Make(rh, 1, 2, 3, 4, ECN_ECT0);
         CHECK(frame.wireBytes == bytes.wireBytes);
         CHECK(frame.IpPayloadBytes() == p->GetSize());

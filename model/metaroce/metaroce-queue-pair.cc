@@ -1130,7 +1130,7 @@ MetaRoceQueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& 
 }
 
 void
-MetaRoceQueuePair::PrepareReceive(const RdmaHeader& h, uint32_t stage) const
+MetaRoceQueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
 {
     bool ack = h.opcode == RdmaOpcode::PathAck;
     if (stage == 0)

@@ -69,7 +69,7 @@ class MetaRoceQueuePair : public QueuePair
     Ptr<QueuePair> Clone() const override;
     PullResult PullFrame(uint32_t port, FabricFrame& out) override;
     void Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h) override;
-    void PrepareReceive(const RdmaHeader& h, uint32_t stage) const override;
+    void PrepareReceive(const RdmaFields& h, uint32_t stage) const override;
     void PreparePull(uint32_t port, uint32_t stage) const override;
     void NotifyPortState(uint32_t port, bool up) override;
     bool ReleaseState() override;

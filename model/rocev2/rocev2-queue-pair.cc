@@ -338,7 +338,7 @@ RoceV2QueuePair::SendAck(RdmaOpcode op, uint32_t port)
 }
 
 void
-RoceV2QueuePair::PrepareReceive(const RdmaHeader& h, uint32_t stage) const
+RoceV2QueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
 {
     // The lines of this object Receive reads (the first is in cache); one stage suffices.
     if (stage == 0)

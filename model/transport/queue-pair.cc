@@ -164,7 +164,7 @@ QueuePair::PostSend(uint64_t bytes, uint16_t stream, CompletionHandler onSent)
 FabricFrame
 QueuePair::MakeFrame(const RdmaHeader& h, uint32_t payload, uint16_t entropy, bool data)
 {
-    return FabricFrame::Make(new RdmaFrameHeader(h, payload), m_nic->GetNicId(), m_remoteNic,
+    return FabricFrame::Make(RdmaFrameHeader::Make(h, payload), m_nic->GetNicId(), m_remoteNic,
                              entropy, data ? m_dataTc : m_controlTc, data ? ECN_ECT0 : ECN_NOT_ECT);
 }
 

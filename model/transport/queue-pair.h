@@ -88,7 +88,7 @@ class QueuePair : public Object
     /// A frame with header h will arrive soon: prefetch what Receive will touch, in stages
     /// one event apart (0, 1, 2; see PreparedEvent), each reading only what the one before
     /// fetched (stage 0: this object's first line). Reads only; changes nothing.
-    virtual void PrepareReceive(const RdmaHeader& h, uint32_t stage) const {}
+    virtual void PrepareReceive(const RdmaFields& h, uint32_t stage) const {}
     /// The NIC will soon pull a frame for `port`: prefetch what PullFrame will touch, in
     /// stages as PrepareReceive (stage 0: this object's first line is in cache).
     virtual void PreparePull(uint32_t port, uint32_t stage) const {}

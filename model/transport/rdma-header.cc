@@ -223,6 +223,8 @@ Ptr<Packet>
 RdmaFrameHeader::ToPacket() const
 {
     Ptr<Packet> p = Create<Packet>(PayloadBytes());
+    RdmaHeader h;
+    Get(h);
     p->AddHeader(h);
     return p;
 }

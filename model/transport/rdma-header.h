@@ -34,7 +34,27 @@ enum class RdmaOpcode : uint8_t
     PathAck = 0x41,  //!< MetaRoCE ACK: per-path cumulative PSN + SACK bitmap
 };
 
-class RdmaHeader : public Header
+/// The header's fields but the SACK bitmap, ordered to pack into 48 bytes: what a frame in
+/// flight carries (RdmaFrameHeader), so that a data frame's header fits one cache line.
+struct RdmaFields
+{
+    uint64_t offset{0};     //!< RETH VA: destination offset of this payload
+    int64_t timestampPs{0}; //!< data: send time; ACK: echoed send time of the acked packet
+    uint32_t destQpn{0};
+    uint32_t psn{0};          //!< data: QP PSN (RoCEv2) or path PSN; ACK/NAK: cumulative PSN
+    uint32_t msgId{0};        //!< RETH R_Key: the message
+    uint32_t msgBytes{0};     //!< RETH DMA length: the whole message
+    uint32_t rateHintMbps{0}; //!< ACK: receiver's fair-share hint for this sender (0: none)
+    uint32_t ackBase{0};      //!< path data: every path PSN below it is resolved at the sender
+    uint16_t stream{0};       //!< ordered stream within the QP
+    // MetaRoCE path fields
+    uint16_t path{0};
+    RdmaOpcode opcode{RdmaOpcode::Data};
+    uint8_t epoch{0};
+    uint8_t flags{0}; //!< bit 0: ECN echo (ACK); bit 1: retransmission (data)
+};
+
+class RdmaHeader : public Header, public RdmaFields
 {
   public:
     static TypeId GetTypeId();
@@ -46,20 +66,6 @@ class RdmaHeader : public Header
 
     static uint32_t SizeOf(RdmaOpcode op);
 
-    RdmaOpcode opcode{RdmaOpcode::Data};
-    uint32_t destQpn{0};
-    uint32_t psn{0};      //!< data: QP PSN (RoCEv2) or path PSN; ACK/NAK: cumulative PSN
-    uint16_t stream{0};   //!< ordered stream within the QP
-    uint32_t msgId{0};    //!< RETH R_Key: the message
-    uint64_t offset{0};   //!< RETH VA: destination offset of this payload
-    uint32_t msgBytes{0}; //!< RETH DMA length: the whole message
-    // MetaRoCE path fields
-    uint16_t path{0};
-    uint8_t epoch{0};
-    uint8_t flags{0};         //!< bit 0: ECN echo (ACK); bit 1: retransmission (data)
-    int64_t timestampPs{0};   //!< data: send time; ACK: echoed send time of the acked packet
-    uint32_t rateHintMbps{0}; //!< ACK: receiver's fair-share hint for this sender (0: none)
-    uint32_t ackBase{0};      //!< path data: every path PSN below it is resolved at the sender
     std::array<uint64_t, 4> sack{}; //!< ACK: bit i = path PSN (psn + 1 + i) received
 
     static constexpr uint8_t kFlagEcnEcho = 1;
@@ -68,21 +74,66 @@ class RdmaHeader : public Header
 };
 
 /// An RDMA frame's header and payload size as they travel (FrameHeader: never serialized).
+/// 64 bytes, one cache line; only MetaRoCE's ACKs also carry the SACK bitmap (the larger
+/// RdmaAckFrameHeader).
 class RdmaFrameHeader : public FrameHeader
 {
   public:
-    RdmaFrameHeader(const RdmaHeader& header, uint32_t payloadBytes)
-        : h(header)
-    {
-        ipPayloadBytes = RdmaHeader::SizeOf(header.opcode) + payloadBytes;
-    }
+    /// A frame header holding `header`, the kind its opcode needs.
+    static RdmaFrameHeader* Make(const RdmaHeader& header, uint32_t payloadBytes);
 
-    uint32_t PayloadBytes() const { return ipPayloadBytes - RdmaHeader::SizeOf(h.opcode); }
+    uint32_t PayloadBytes() const { return ipPayloadBytes - RdmaHeader::SizeOf(f.opcode); }
+
+    /// The whole header, SACK bitmap included.
+    void Get(RdmaHeader& out) const;
 
     Ptr<Packet> ToPacket() const override;
 
-    RdmaHeader h;
+    RdmaFields f;
+
+  protected:
+    RdmaFrameHeader(const RdmaHeader& header, uint32_t payloadBytes)
+        : f(header)
+    {
+        ipPayloadBytes = RdmaHeader::SizeOf(header.opcode) + payloadBytes;
+    }
 };
+
+/// The frame header of an ACK that carries a SACK bitmap.
+class RdmaAckFrameHeader final : public RdmaFrameHeader
+{
+  public:
+    RdmaAckFrameHeader(const RdmaHeader& header, uint32_t payloadBytes)
+        : RdmaFrameHeader(header, payloadBytes)
+        , sack(header.sack)
+    {
+    }
+
+    std::array<uint64_t, 4> sack;
+};
+
+static_assert(sizeof(RdmaFields) == 48 && sizeof(RdmaFrameHeader) == 64,
+              "a data frame's header is one cache line");
+
+inline RdmaFrameHeader*
+RdmaFrameHeader::Make(const RdmaHeader& header, uint32_t payloadBytes)
+{
+    if (header.opcode == RdmaOpcode::PathAck)
+    {
+        return new RdmaAckFrameHeader(header, payloadBytes);
+    }
+    return new RdmaFrameHeader(header, payloadBytes);
+}
+
+inline void
+RdmaFrameHeader::Get(RdmaHeader& out) const
+{
+    static_cast<RdmaFields&>(out) = f;
+    if (f.opcode == RdmaOpcode::PathAck)
+    {
+        out.sack = static_cast<const RdmaAckFrameHeader*>(this)->sack;
+    }
+}
 
 } // namespace metaroce
 } // namespace ns3

@@ -179,7 +179,9 @@ RdmaNic::ReceiveFrame(FabricNetDevice* port, FabricFrame&& frame)
     if (frame.header)
     {
         // Only the RDMA transports build header frames on this fabric.
-        Deliver(port, frame, static_cast<const RdmaFrameHeader&>(*frame.header).h);
+        RdmaHeader h;
+        static_cast<const RdmaFrameHeader&>(*frame.header).Get(h);
+        Deliver(port, frame, h);
         return;
     }
     RdmaHeader parsed; // a frame built from bytes (tests, NetDevice::Send)
@@ -199,10 +201,9 @@ RdmaNic::PrepareFrame(const FabricFrame& f, uint32_t stage) const
     if (stage == 0)
     {
         __builtin_prefetch(fh);
-        __builtin_prefetch(reinterpret_cast<const char*>(fh) + 64);
         return;
     }
-    uint32_t qpn = fh->h.destQpn;
+    uint32_t qpn = fh->f.destQpn;
     if (qpn == 0 || qpn >= m_qps.size())
     {
         return;
@@ -210,6 +211,10 @@ RdmaNic::PrepareFrame(const FabricFrame& f, uint32_t stage) const
     if (stage == 1)
     {
         __builtin_prefetch(&m_qps[qpn]);
+        if (fh->f.opcode == RdmaOpcode::PathAck)
+        {
+            __builtin_prefetch(reinterpret_cast<const char*>(fh) + 64); // the SACK bitmap
+        }
         return;
     }
     const QueuePair* qp = PeekPointer(m_qps[qpn]);
@@ -222,7 +227,7 @@ RdmaNic::PrepareFrame(const FabricFrame& f, uint32_t stage) const
         __builtin_prefetch(qp);
         return;
     }
-    qp->PrepareReceive(fh->h, stage - 3);
+    qp->PrepareReceive(fh->f, stage - 3);
 }
 
 void
