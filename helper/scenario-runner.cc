@@ -972,6 +972,12 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
         rec.metrics["busbw_gbytes_per_s"] =
             algbw * BusBwFactor(CollectiveOpOf(ph.op), ph.groupSize);
         rec.metrics["iteration_us"] = mean(iterUs);
+        QueuePair::Counters sent;
+        for (const auto& comm : phases[p].comms)
+        {
+            sent.Add(comm->SendCounters());
+        }
+        rec.metrics["payload_bytes_posted"] = sent.bytesPosted; // all groups, all iterations
         out.push_back(rec);
     }
     return out;
