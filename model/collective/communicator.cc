@@ -360,29 +360,26 @@ Communicator::Connection(uint32_t src, uint32_t dst)
     {
         return it->second;
     }
-    // QPNs now, in the order QPs were always numbered; the QPs themselves at the first
-    // message (OpenQps): a 100k-rank all-to-all plans 12.6 M QPs, a fraction in use at once.
-    uint32_t nqp = m_multiplexed ? 1 : m_cfg.maxChannels * 2 * m_cfg.qpsPerConnection;
+    // The QPs themselves come at the first message that uses them (OpenQp): a 100k-rank
+    // all-to-all plans 12.6 M QPs, a fraction in use at once. A multiplexed QP's number seeds
+    // its random streams, so it is reserved now, in the order QPs were always numbered;
+    // pinned QPs (one per channel, most of them never used) get theirs when they open.
     Conn& c = m_conns[key];
-    c.qps.reset(new QpPair[nqp]);
-    c.nqp = nqp;
-    RdmaNic* a = NicOf(src);
-    RdmaNic* b = NicOf(dst);
-    for (uint32_t i = 0; i < nqp; ++i)
+    if (m_multiplexed)
     {
-        c.qps[i].txQpn = a->ReserveQpn();
-        c.qps[i].rxQpn = b->ReserveQpn();
+        QpPair& p = c.Slot(0);
+        p.txQpn = NicOf(src)->ReserveQpn();
+        p.rxQpn = NicOf(dst)->ReserveQpn();
     }
     return c;
 }
 
 void
-Communicator::OpenQps(Conn& c, uint32_t src, uint32_t dst)
+Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
 {
     RdmaNic* a = NicOf(src);
     RdmaNic* b = NicOf(dst);
     uint32_t planes = a->GetNPorts();
-    for (uint32_t i = 0; i < c.nqp; ++i)
     {
         Ptr<QueuePair> qa = m_qpFactory.Create();
         Ptr<QueuePair> qb = m_qpFactory.Create();
@@ -399,14 +396,20 @@ Communicator::OpenQps(Conn& c, uint32_t src, uint32_t dst)
             qb->SetAttribute("Entropy",
                              UintegerValue(49152 + (dst * 7919 + src * 104729 + i * 31) % 16384));
         }
-        uint32_t qa_n = c.qps[i].txQpn;
-        uint32_t qb_n = c.qps[i].rxQpn;
+        QpPair& p = c.Slot(i);
+        if (p.txQpn == 0)
+        {
+            p.txQpn = a->ReserveQpn();
+            p.rxQpn = b->ReserveQpn();
+        }
+        uint32_t qa_n = p.txQpn;
+        uint32_t qb_n = p.rxQpn;
         a->AttachQueuePair(qa_n, qa);
         b->AttachQueuePair(qb_n, qb);
         qa->Connect(m_ranks[dst], qb_n);
         qb->Connect(m_ranks[src], qa_n);
-        c.qps[i].tx = qa;
-        c.qps[i].rx = qb;
+        p.tx = qa;
+        p.rx = qb;
         m_qps += 2;
         // The receive side of the connection reports (channel, message index) upwards.
         if (m_multiplexed)
@@ -422,7 +425,7 @@ Communicator::OpenQps(Conn& c, uint32_t src, uint32_t dst)
                                    static_cast<uint32_t>(ends >> 32), rc.stream, rc.seq);
                     }
                 });
-            continue;
+            return;
         }
         uint32_t q = m_cfg.qpsPerConnection;
         qb->SetReceiveHandler(
@@ -1077,22 +1080,18 @@ Communicator::PostQueue(Run& run, uint32_t r, uint32_t qi)
         rs.sentBytes += op.bytes;
         Conn& c = Connection(r, q.peer);
         uint64_t index = c.Issue(q.channel);
-        if (!c.qps[0].tx)
+        // One QP carrying channels as streams, or a pinned one per channel (and index).
+        uint32_t i = m_multiplexed ? 0
+                                   : q.channel * m_cfg.qpsPerConnection +
+                                         static_cast<uint32_t>(index % m_cfg.qpsPerConnection);
+        QpPair* pair = c.Find(i);
+        if (pair == nullptr || !pair->tx)
         {
-            OpenQps(c, r, q.peer);
+            OpenQp(c, r, q.peer, i);
+            pair = c.Find(i);
         }
-        Ptr<QueuePair> qp;
-        uint16_t stream = 0;
-        if (m_multiplexed)
-        {
-            qp = c.qps[0].tx;
-            stream = static_cast<uint16_t>(q.channel);
-        }
-        else
-        {
-            uint32_t qpc = m_cfg.qpsPerConnection;
-            qp = c.qps[q.channel * qpc + index % qpc].tx;
-        }
+        Ptr<QueuePair> qp = pair->tx;
+        uint16_t stream = m_multiplexed ? static_cast<uint16_t>(q.channel) : 0;
         uint64_t bytes = op.bytes;
         auto send = [this, qp, bytes, stream, r, qi]()
         {
@@ -1138,7 +1137,7 @@ Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
             {
                 // Everything it carries was acknowledged, so also received. From a fresh
                 // event: this one runs inside the QP's own ACK processing.
-                if (c.qps[0].tx->HasReleasableState() || c.qps[0].rx->HasReleasableState())
+                if (c.Releasable())
                 {
                     Simulator::ScheduleNow(&Communicator::Retire, this, r, q.peer);
                 }
@@ -1221,7 +1220,7 @@ Communicator::Finish(Run& run, uint32_t r)
                 m_run.reset();
                 for (auto it = m_conns.begin(); last && it != m_conns.end();)
                 {
-                    it = it->second.qps[0].tx ? std::next(it) : m_conns.erase(it);
+                    it = it->second.Open() ? std::next(it) : m_conns.erase(it);
                 }
             });
     }

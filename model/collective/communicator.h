@@ -127,22 +127,24 @@ class Communicator
     QueuePair::Counters SendCounters() const;
 
   private:
-    /// One QP of a connection at each end, and their QPNs (reserved when the connection
-    /// is planned; the QPs exist from its first message until it closes).
+    /// One QP of a connection at each end, and their QPNs (the QPs exist from their first
+    /// message until the connection closes).
     struct QpPair
     {
         Ptr<QueuePair> tx; //!< null until the first message, and once closed
         Ptr<QueuePair> rx;
         uint32_t txQpn{0};
         uint32_t rxQpn{0};
+        uint32_t index{0}; //!< which of the connection's QPs (pinned: channel x QPs per channel)
     };
 
     /// The QPs between two ranks, in one direction of use (src sends, dst receives). 40
     /// bytes: a 100k-rank all-to-all plans 6.3 M of them.
     struct Conn
     {
-        std::unique_ptr<QpPair[]> qps; //!< one (multiplexed) or a pinned one per channel
-        uint32_t nqp{0};
+        //! one (multiplexed) or pinned ones for the channels used so far
+        std::unique_ptr<QpPair[]> qps;
+        uint32_t nqp{0};        //!< entries in qps
         uint32_t openQueues{0}; //!< out queues of a last-use run not done yet
         //! (channel << 48 | messages issued over the connection's life) for the channels
         //! used so far: a connection uses a few of the communicator's channels
@@ -177,6 +179,62 @@ class Communicator
             return 0;
         }
 
+        QpPair* Find(uint32_t index)
+        {
+            for (uint32_t i = 0; i < nqp; ++i)
+            {
+                if (qps[i].index == index)
+                {
+                    return &qps[i];
+                }
+            }
+            return nullptr;
+        }
+
+        /// The entry of QP `index`, added if absent (exact growth: most have one or four).
+        QpPair& Slot(uint32_t index)
+        {
+            if (QpPair* p = Find(index))
+            {
+                return *p;
+            }
+            std::unique_ptr<QpPair[]> grown(new QpPair[nqp + 1]);
+            for (uint32_t i = 0; i < nqp; ++i)
+            {
+                grown[i] = std::move(qps[i]);
+            }
+            qps = std::move(grown);
+            qps[nqp].index = index;
+            return qps[nqp++];
+        }
+
+        /// Whether any QP is open.
+        bool Open() const
+        {
+            for (uint32_t i = 0; i < nqp; ++i)
+            {
+                if (qps[i].tx)
+                {
+                    return true;
+                }
+            }
+            return false;
+        }
+
+        /// Whether an open QP holds state to release, or may close.
+        bool Releasable() const
+        {
+            for (uint32_t i = 0; i < nqp; ++i)
+            {
+                if (qps[i].tx &&
+                    (qps[i].tx->HasReleasableState() || qps[i].rx->HasReleasableState()))
+                {
+                    return true;
+                }
+            }
+            return false;
+        }
+
         static constexpr int kCountBits = 48; // channels are below 2^16 (AddOut checks)
         static constexpr uint64_t kCountMask = (uint64_t{1} << kCountBits) - 1;
     };
@@ -186,7 +244,8 @@ class Communicator
 
     RdmaNic* NicOf(uint32_t rank) const { return PeekPointer((*m_nics)[m_ranks[rank]]); }
     Conn& Connection(uint32_t src, uint32_t dst);
-    void OpenQps(Conn& c, uint32_t src, uint32_t dst);
+    /// Opens QP pair i of a connection (at its first message).
+    void OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i);
     /// A last-use connection is done: its QPs release their state and, if nothing of
     /// theirs is pending, close.
     void Retire(uint32_t src, uint32_t dst);

@@ -37,6 +37,11 @@ class Dcqcn : public RdmaCongestionOps
     double GetAlpha() const { return m_alpha; }
     double GetTargetRate() const { return m_rt; }
 
+    bool HasPendingEvents() const override
+    {
+        return m_decreaseEvent.IsRunning() || m_increaseEvent.IsRunning();
+    }
+
   protected:
     void DoDispose() override;
 

@@ -355,6 +355,24 @@ RoceV2QueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
     }
 }
 
+bool
+RoceV2QueuePair::ReleaseState()
+{
+    // A QP that went back may still have copies in flight: its peer would acknowledge them
+    // again, and those ACKs share the fabric, so it stays open.
+    if (!m_sendQueue.Empty() || m_sndUna != m_psnEnd || GetPendingReceives() != 0 ||
+        m_counters.retransmittedPackets > 0 || (m_ccOps && m_ccOps->HasPendingEvents()))
+    {
+        return false;
+    }
+    // Everything sent is acknowledged: the RTO check would find nothing outstanding and the
+    // pacing wake nothing to send, so neither timer can change anything.
+    m_rtoEvent.Cancel();
+    m_wakeEvent.Cancel();
+    m_sendQueue.Release();
+    return true;
+}
+
 void
 RoceV2QueuePair::PreparePull(uint32_t, uint32_t stage) const
 {

@@ -31,6 +31,11 @@ class RoceV2QueuePair : public QueuePair
     void Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h) override;
     void PrepareReceive(const RdmaFields& h, uint32_t stage) const override;
     void PreparePull(uint32_t port, uint32_t stage) const override;
+    /// A RoCEv2 QP keeps no state apart from itself: once everything it sent is
+    /// acknowledged, it stops its idle timers, frees its empty send queue and may close. A
+    /// QP that retransmitted, or whose DCQCN is still recovering its rate, stays open.
+    bool ReleaseState() override;
+    bool HasReleasableState() const override { return true; }
 
     uint32_t GetPort() const { return m_port; }
     uint16_t GetEntropy() const { return m_entropy; }
