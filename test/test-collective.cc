@@ -200,18 +200,19 @@ TEST_CASE("a last collective releases each connection's state when it is done, s
                 CHECK(kept[0] == 16 * 15 * 2);
                 CHECK(kept[5] == 2 * 16 * 15 * 2);
             }
-            if (qp == kRoce && loss > 0)
+            if (loss > 0)
             {
-                // A RoCEv2 connection that went back may have copies in flight, which an open
-                // peer acknowledges again: it stays open (so results stay the same).
+                // A connection that retransmitted may have copies in flight, which an open
+                // peer acknowledges again: it stays open (so results stay the same)...
                 CHECK(closed[0] > 0);
-                CHECK(closed[0] < kept[0] / 2);
+                CHECK(closed[0] < kept[0] * 2 / 3);
             }
             else
             {
                 CHECK(closed[0] == 0); // every connection closed once done
-                CHECK(closed[1] == 0);
             }
+            // ...but a MetaRoCE QP drops its paths and windows all the same.
+            CHECK((qp == kRoce || closed[1] == 0));
             // The closed QPs' counters are kept.
             CHECK(closed[2] == kept[2]);
             CHECK(closed[3] == kept[3]);

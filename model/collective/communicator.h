@@ -111,7 +111,9 @@ class Communicator
     /// lastUse: no collective follows on this communicator, so each connection's QPs drop
     /// their transport state (QueuePair::ReleaseState) as soon as it has sent its last
     /// message: memory then holds the connections in progress, not all of them (an
-    /// all-to-all over 100k ranks has 12.6 M QPs). Results are the same either way.
+    /// all-to-all over 100k ranks has 12.6 M QPs), and done connections close. Results
+    /// are the same either way: a connection that retransmitted or probed stays open, as
+    /// a copy still in flight would be acknowledged again.
     void Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
                std::function<void(const CollectiveResult&)> done, bool lastUse = false);
 

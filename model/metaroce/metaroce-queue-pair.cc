@@ -1502,6 +1502,7 @@ MetaRoceQueuePair::ReleaseState()
 {
     if (m_tx != nullptr)
     {
+        m_sentCopies = m_sentCopies || m_tx->pc.probesSent > 0;
         bool idle = m_sendQueue.Empty() && m_tx->retx.Empty();
         for (const CcPath& c : m_tx->cc.paths)
         {
@@ -1521,7 +1522,7 @@ MetaRoceQueuePair::ReleaseState()
         std::vector<uint16_t>().swap(m_rxSlot);
     }
     return !HasReleasableState() && !m_ackFlush.IsRunning() && m_sendQueue.Empty() &&
-           GetPendingReceives() == 0;
+           GetPendingReceives() == 0 && !m_sentCopies && m_counters.retransmittedPackets == 0;
 }
 
 void

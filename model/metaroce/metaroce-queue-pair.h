@@ -317,6 +317,9 @@ class MetaRoceQueuePair : public QueuePair
     Time m_idleTimeout;
     bool m_growPaths{true};
     bool m_openOnFirstUse{false};
+    //! it retransmitted or probed: copies may still be in flight, which the peer would
+    //! acknowledge again, so it may not close (ReleaseState)
+    bool m_sentCopies{false};
     SprayPolicy m_policy{ROUND_ROBIN};
     TypeId m_ccType;
 
