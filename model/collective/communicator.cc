@@ -138,6 +138,13 @@ struct SendOp // 16 bytes
     uint32_t nDeps;
 };
 
+/// A stream's identity at a rank: the peer and the channel.
+inline uint64_t
+StreamKey(uint32_t peer, uint32_t channel)
+{
+    return static_cast<uint64_t>(peer) << 32 | channel;
+}
+
 /// (in queue, message index) a send waits for.
 struct Dep
 {
@@ -207,7 +214,7 @@ class InQueue // 24 bytes
     uint32_t Peer() const { return m_peer; }
     uint32_t Channel() const { return m_channel; }
     uint32_t Expected() const { return m_expected; }
-    uint64_t Key() const { return static_cast<uint64_t>(m_peer) << 32 | m_channel; }
+    uint64_t Key() const { return StreamKey(m_peer, m_channel); }
     uint64_t Base() const { return m_base; }
 
     void SetBase(uint64_t base)
@@ -274,12 +281,6 @@ struct RankState
 
 namespace
 {
-uint64_t
-InKey(uint32_t peer, uint32_t channel)
-{
-    return static_cast<uint64_t>(peer) << 32 | channel;
-}
-
 /// Activates out queues in order while the rank has room (NCCL's p2p peers in flight).
 void
 ActivateQueues(RankState& rs)
@@ -374,69 +375,68 @@ Communicator::Connection(uint32_t src, uint32_t dst)
     return c;
 }
 
-void
+Communicator::QpPair&
 Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
 {
     RdmaNic* a = NicOf(src);
     RdmaNic* b = NicOf(dst);
     uint32_t planes = a->GetNPorts();
+    Ptr<QueuePair> qa = m_qpFactory.Create();
+    Ptr<QueuePair> qb = m_qpFactory.Create();
+    if (!m_multiplexed)
     {
-        Ptr<QueuePair> qa = m_qpFactory.Create();
-        Ptr<QueuePair> qb = m_qpFactory.Create();
-        if (!m_multiplexed)
-        {
-            // A pinned QP per channel: channels spread over the planes, as NCCL spreads
-            // channels over NICs.
-            uint32_t channel = i / m_cfg.qpsPerConnection;
-            uint32_t plane = (channel + src) % planes;
-            qa->SetAttribute("Port", UintegerValue(plane));
-            qb->SetAttribute("Port", UintegerValue(plane));
-            qa->SetAttribute("Entropy",
-                             UintegerValue(49152 + (src * 7919 + dst * 104729 + i * 31) % 16384));
-            qb->SetAttribute("Entropy",
-                             UintegerValue(49152 + (dst * 7919 + src * 104729 + i * 31) % 16384));
-        }
-        QpPair& p = c.Slot(i);
-        if (p.txQpn == 0)
-        {
-            p.txQpn = a->ReserveQpn();
-            p.rxQpn = b->ReserveQpn();
-        }
-        uint32_t qa_n = p.txQpn;
-        uint32_t qb_n = p.rxQpn;
-        a->AttachQueuePair(qa_n, qa);
-        b->AttachQueuePair(qb_n, qb);
-        qa->Connect(m_ranks[dst], qb_n);
-        qb->Connect(m_ranks[src], qa_n);
-        p.tx = qa;
-        p.rx = qb;
-        m_qps += 2;
-        // The receive side of the connection reports (channel, message index) upwards.
-        if (m_multiplexed)
-        {
-            // 16 bytes of capture: std::function keeps it inline (one QP per peer, millions)
-            uint64_t ends = static_cast<uint64_t>(src) << 32 | dst;
-            qb->SetReceiveHandler(
-                [this, ends](const RdmaCompletion& rc)
-                {
-                    if (m_run)
-                    {
-                        OnReceived(*m_run, static_cast<uint32_t>(ends),
-                                   static_cast<uint32_t>(ends >> 32), rc.stream, rc.seq);
-                    }
-                });
-            return;
-        }
-        uint32_t q = m_cfg.qpsPerConnection;
+        // A pinned QP per channel: channels spread over the planes, as NCCL spreads
+        // channels over NICs.
+        uint32_t channel = i / m_cfg.qpsPerConnection;
+        uint32_t plane = (channel + src) % planes;
+        qa->SetAttribute("Port", UintegerValue(plane));
+        qb->SetAttribute("Port", UintegerValue(plane));
+        qa->SetAttribute("Entropy",
+                         UintegerValue(49152 + (src * 7919 + dst * 104729 + i * 31) % 16384));
+        qb->SetAttribute("Entropy",
+                         UintegerValue(49152 + (dst * 7919 + src * 104729 + i * 31) % 16384));
+    }
+    QpPair& p = c.Slot(i);
+    if (p.txQpn == 0)
+    {
+        p.txQpn = a->ReserveQpn();
+        p.rxQpn = b->ReserveQpn();
+    }
+    uint32_t qa_n = p.txQpn;
+    uint32_t qb_n = p.rxQpn;
+    a->AttachQueuePair(qa_n, qa);
+    b->AttachQueuePair(qb_n, qb);
+    qa->Connect(m_ranks[dst], qb_n);
+    qb->Connect(m_ranks[src], qa_n);
+    p.tx = qa;
+    p.rx = qb;
+    m_qps += 2;
+    // The receive side of the connection reports (channel, message index) upwards.
+    if (m_multiplexed)
+    {
+        // 16 bytes of capture: std::function keeps it inline (one QP per peer, millions)
+        uint64_t ends = static_cast<uint64_t>(src) << 32 | dst;
         qb->SetReceiveHandler(
-            [this, src, dst, i, q](const RdmaCompletion& rc)
+            [this, ends](const RdmaCompletion& rc)
             {
                 if (m_run)
                 {
-                    OnReceived(*m_run, dst, src, i / q, static_cast<uint64_t>(rc.seq) * q + i % q);
+                    OnReceived(*m_run, static_cast<uint32_t>(ends),
+                               static_cast<uint32_t>(ends >> 32), rc.stream, rc.seq);
                 }
             });
+        return p;
     }
+    uint32_t q = m_cfg.qpsPerConnection;
+    qb->SetReceiveHandler(
+        [this, src, dst, i, q](const RdmaCompletion& rc)
+        {
+            if (m_run)
+            {
+                OnReceived(*m_run, dst, src, i / q, static_cast<uint64_t>(rc.seq) * q + i % q);
+            }
+        });
+    return p;
 }
 
 void
@@ -877,10 +877,10 @@ FinishPlan(RankState& rs)
     rs.deps.shrink_to_fit();
     const std::size_t nIn = rs.in.size();
     std::vector<uint64_t> keys;
-    keys.reserve(std::max(nIn, rs.out.size()));
+    keys.reserve(rs.out.size());
     for (const auto& q : rs.out)
     {
-        keys.push_back(InKey(q.peer, q.channel));
+        keys.push_back(StreamKey(q.peer, q.channel));
     }
     std::sort(keys.begin(), keys.end());
     NS_ABORT_MSG_IF(std::adjacent_find(keys.begin(), keys.end()) != keys.end(),
@@ -1085,12 +1085,7 @@ Communicator::PostQueue(Run& run, uint32_t r, uint32_t qi)
                                    : q.channel * m_cfg.qpsPerConnection +
                                          static_cast<uint32_t>(index % m_cfg.qpsPerConnection);
         QpPair* pair = c.Find(i);
-        if (pair == nullptr || !pair->tx)
-        {
-            OpenQp(c, r, q.peer, i);
-            pair = c.Find(i);
-        }
-        Ptr<QueuePair> qp = pair->tx;
+        Ptr<QueuePair> qp = pair != nullptr && pair->tx ? pair->tx : OpenQp(c, r, q.peer, i).tx;
         uint16_t stream = m_multiplexed ? static_cast<uint16_t>(q.channel) : 0;
         uint64_t bytes = op.bytes;
         auto send = [this, qp, bytes, stream, r, qi]()
@@ -1161,7 +1156,7 @@ void
 Communicator::OnReceived(Run& run, uint32_t r, uint32_t src, uint32_t channel, uint64_t index)
 {
     RankState& rs = run.ranks[r];
-    const uint64_t key = InKey(src, channel);
+    const uint64_t key = StreamKey(src, channel);
     auto it = std::lower_bound(rs.in.begin(), rs.in.end(), key,
                                [](const InQueue& q, uint64_t k) { return q.Key() < k; });
     NS_ABORT_MSG_IF(it == rs.in.end() || it->Key() != key,

@@ -155,30 +155,34 @@ class Communicator
         /// Messages issued on `channel` so far.
         uint64_t Sent(uint32_t channel) const
         {
-            for (uint64_t e : sent)
-            {
-                if (e >> kCountBits == channel)
-                {
-                    return e & kCountMask;
-                }
-            }
-            return 0;
+            const uint64_t* e = const_cast<Conn*>(this)->SentEntry(channel);
+            return e != nullptr ? *e & kCountMask : 0;
         }
 
         /// Counts one more message on `channel`; returns its index there.
         uint64_t Issue(uint32_t channel)
         {
+            uint64_t* e = SentEntry(channel);
+            if (e == nullptr)
+            {
+                sent.reserve(sent.size() + 1); // exact growth
+                sent.push_back(static_cast<uint64_t>(channel) << kCountBits);
+                e = &sent.back();
+            }
+            NS_ABORT_MSG_IF((*e & kCountMask) == kCountMask, "connection: message count");
+            return (*e)++ & kCountMask;
+        }
+
+        uint64_t* SentEntry(uint32_t channel)
+        {
             for (uint64_t& e : sent)
             {
                 if (e >> kCountBits == channel)
                 {
-                    NS_ABORT_MSG_IF((e & kCountMask) == kCountMask, "connection: message count");
-                    return (e++) & kCountMask;
+                    return &e;
                 }
             }
-            sent.reserve(sent.size() + 1); // exact growth
-            sent.push_back(static_cast<uint64_t>(channel) << kCountBits | 1);
-            return 0;
+            return nullptr;
         }
 
         QpPair* Find(uint32_t index)
@@ -247,7 +251,7 @@ class Communicator
     RdmaNic* NicOf(uint32_t rank) const { return PeekPointer((*m_nics)[m_ranks[rank]]); }
     Conn& Connection(uint32_t src, uint32_t dst);
     /// Opens QP pair i of a connection (at its first message).
-    void OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i);
+    QpPair& OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i);
     /// A last-use connection is done: its QPs release their state and, if nothing of
     /// theirs is pending, close.
     void Retire(uint32_t src, uint32_t dst);

@@ -1500,9 +1500,11 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
 bool
 MetaRoceQueuePair::ReleaseState()
 {
+    // Probes are counted with the sender state, which goes below: remember them.
+    m_sentCopies = m_sentCopies || m_counters.retransmittedPackets > 0 ||
+                   (m_tx != nullptr && m_tx->pc.probesSent > 0);
     if (m_tx != nullptr)
     {
-        m_sentCopies = m_sentCopies || m_tx->pc.probesSent > 0;
         bool idle = m_sendQueue.Empty() && m_tx->retx.Empty();
         for (const CcPath& c : m_tx->cc.paths)
         {
@@ -1522,7 +1524,7 @@ MetaRoceQueuePair::ReleaseState()
         std::vector<uint16_t>().swap(m_rxSlot);
     }
     return !HasReleasableState() && !m_ackFlush.IsRunning() && m_sendQueue.Empty() &&
-           GetPendingReceives() == 0 && !m_sentCopies && m_counters.retransmittedPackets == 0;
+           GetPendingReceives() == 0 && !m_sentCopies;
 }
 
 void
