@@ -94,6 +94,17 @@ TEST_CASE("A header frame has the wire size, bytes and lifetime of the Packet fr
         CHECK(frame.wireBytes == bytes.wireBytes);
         CHECK(frame.IpPayloadBytes() == p->GetSize());
         CHECK(frame.header->GetReferenceCount() == 1);
+        // What the receiving NIC reads back: every field, and the SACK bitmap on a path ACK
+        // (a data frame's header leaves it out).
+        RdmaHeader back;
+        rh->Get(back);
+        CHECK(back.opcode == op);
+        CHECK(back.destQpn == 7);
+        CHECK(back.psn == 12345);
+        CHECK(back.msgId == 3);
+        CHECK(back.path == 5);
+        CHECK(back.sack == (op == RdmaOpcode::PathAck ? h.sack : std::array<uint64_t, 4>{}));
+        CHECK(rh->PayloadBytes() == payload);
         // What a trace sink gets: the same bytes as the Packet frame.
         Ptr<Packet> traced = frame.AsPacket();
         CHECK(traced->GetSize() == p->GetSize());
