@@ -116,7 +116,7 @@ BucketScheduler::Append(uint64_t bucket, const Event& ev) const
         b.tailN = 0;
         m_used[slot >> 6] |= uint64_t(1) << (slot & 63);
     }
-    b.tail->ev[b.tailN++] = ev;
+    QuadHeapScheduler::CopyFields(b.tail->ev[b.tailN++], ev);
 }
 
 void

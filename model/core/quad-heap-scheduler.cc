@@ -30,7 +30,8 @@ QuadHeapScheduler::~QuadHeapScheduler() = default;
 void
 QuadHeapScheduler::Insert(const Event& ev)
 {
-    m_heap.push_back(ev);
+    m_heap.emplace_back();
+    CopyFields(m_heap.back(), ev);
     SiftUp(m_heap.size() - 1);
 }
 

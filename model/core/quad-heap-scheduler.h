@@ -42,6 +42,24 @@ class QuadHeapScheduler : public Scheduler
         return a.key.m_ts < b.key.m_ts || (a.key.m_ts == b.key.m_ts && a.key.m_uid < b.key.m_uid);
     }
 
+    /// Copies an event one field at a time. The simulator has just written `src` on its
+    /// stack field by field; a wider load across two of those stores (what a struct copy
+    /// compiles to) cannot be forwarded from the store buffer and waits until every older
+    /// store, cold ones included, has reached the cache: on an 8k-NIC fabric that wait was
+    /// 8% of the run. The empty asm keeps the compiler from merging the loads again.
+    static void CopyFields(Event& dst, const Event& src)
+    {
+        EventImpl* impl = src.impl;
+        uint64_t ts = src.key.m_ts;
+        uint32_t context = src.key.m_context;
+        uint32_t uid = src.key.m_uid;
+        asm("" : "+r"(impl), "+r"(ts), "+r"(context), "+r"(uid));
+        dst.impl = impl;
+        dst.key.m_ts = ts;
+        dst.key.m_context = context;
+        dst.key.m_uid = uid;
+    }
+
   private:
     void SiftUp(std::size_t i);
     void SiftDown(std::size_t i);
