@@ -11,9 +11,12 @@
 #include "helper/scenario-runner.h"
 #include "helper/scenario.h"
 #include "model/core/bucket-scheduler.h"
+#include "model/core/fast-simulator-impl.h"
 
 #include "ns3/global-value.h"
 #include "ns3/scheduler.h"
+#include "ns3/simulator-impl.h"
+#include "ns3/string.h"
 #include "ns3/type-id.h"
 
 #include <algorithm>
@@ -195,31 +198,55 @@ main(int argc, char* argv[])
                   << "(try --help)\n";
         return 2;
     }
-    // Same event order as any ns-3 scheduler, fewer cache misses per event. ns-3's own
-    // NS_GLOBAL_VALUE="SchedulerType=..." picks another (to compare them); it is applied here
-    // because ns-3 reads it before this module's types exist and would silently ignore ours.
-    std::string scheduler = BucketScheduler::GetTypeId().GetName();
+    // Same event order as ns-3's own scheduler and simulator, less work per event (see
+    // BucketScheduler, FastSimulatorImpl). ns-3's NS_GLOBAL_VALUE="SchedulerType=...;
+    // SimulatorImplementationType=..." picks others (to compare them); applied here because
+    // ns-3 reads it before this module's types exist and would silently ignore ours.
+    struct Choice
+    {
+        const char* key;
+        std::string type;
+        TypeId parent;
+    };
+    Choice choices[] = {
+        {"SchedulerType", BucketScheduler::GetTypeId().GetName(), Scheduler::GetTypeId()},
+        {"SimulatorImplementationType", FastSimulatorImpl::GetTypeId().GetName(),
+         SimulatorImpl::GetTypeId()},
+    };
     if (const char* globals = std::getenv("NS_GLOBAL_VALUE"))
     {
         std::istringstream in(globals);
         std::string item;
         while (std::getline(in, item, ';'))
         {
-            if (item.rfind("SchedulerType=", 0) == 0)
+            for (Choice& c : choices)
             {
-                scheduler = item.substr(std::strlen("SchedulerType="));
+                std::string prefix = std::string(c.key) + "=";
+                if (item.rfind(prefix, 0) == 0)
+                {
+                    c.type = item.substr(prefix.size());
+                }
             }
         }
     }
-    TypeId schedulerTid;
-    if (!TypeId::LookupByNameFailSafe(scheduler, &schedulerTid) ||
-        !schedulerTid.IsChildOf(Scheduler::GetTypeId()))
+    for (const Choice& c : choices)
     {
-        std::cerr << "metaroce-sim: error: NS_GLOBAL_VALUE: SchedulerType: '" << scheduler
-                  << "' is not an ns-3 scheduler type\n";
-        return 2;
+        TypeId tid;
+        if (!TypeId::LookupByNameFailSafe(c.type, &tid) || !tid.IsChildOf(c.parent))
+        {
+            std::cerr << "metaroce-sim: error: NS_GLOBAL_VALUE: " << c.key << ": '" << c.type
+                      << "' is not an ns-3 " << c.parent.GetName() << " type\n";
+            return 2;
+        }
+        if (std::string(c.key) == "SchedulerType")
+        {
+            GlobalValue::Bind(c.key, TypeIdValue(tid));
+        }
+        else
+        {
+            GlobalValue::Bind(c.key, StringValue(c.type)); // ns-3 keeps this one as a string
+        }
     }
-    GlobalValue::Bind("SchedulerType", TypeIdValue(schedulerTid));
 
     if (opt.dryRun)
     {

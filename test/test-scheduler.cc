@@ -128,10 +128,12 @@ namespace
 /// Runs sixteen 1 MiB MetaRoCE transfers on the 64-NIC fabric at 1% loss and returns every
 /// observable that depends on event order: completion times, counters, the switch statistics.
 std::vector<uint64_t>
-RunWith(const char* scheduler, const char* qpType = "ns3::metaroce::MetaRoceQueuePair")
+RunWith(const char* scheduler, const char* qpType = "ns3::metaroce::MetaRoceQueuePair",
+        const char* simulator = "ns3::DefaultSimulatorImpl")
 {
     SimGuard guard;
     GlobalValue::Bind("SchedulerType", StringValue(scheduler));
+    GlobalValue::Bind("SimulatorImplementationType", StringValue(simulator));
     RdmaWorld w("topologies/fpf-8plane-64.json", qpType);
     w.fabric->SetLossRate(0.01); // retransmissions and timers make the order matter more
     std::vector<Ptr<QueuePair>> qps;
@@ -145,6 +147,7 @@ RunWith(const char* scheduler, const char* qpType = "ns3::metaroce::MetaRoceQueu
     Simulator::Run();
     std::vector<uint64_t> out;
     out.push_back(static_cast<uint64_t>(Simulator::Now().GetPicoSeconds()));
+    out.push_back(Simulator::GetEventCount());
     for (const auto& q : qps)
     {
         const auto& c = q->GetCounters();
@@ -152,6 +155,7 @@ RunWith(const char* scheduler, const char* qpType = "ns3::metaroce::MetaRoceQueu
                                c.duplicatePackets, c.timeouts});
     }
     GlobalValue::Bind("SchedulerType", StringValue("ns3::MapScheduler"));
+    GlobalValue::Bind("SimulatorImplementationType", StringValue("ns3::DefaultSimulatorImpl"));
     return out;
 }
 } // namespace
@@ -163,10 +167,100 @@ TEST_CASE("A run under either scheduler is identical to one under ns-3's", "[sch
     auto c = RunWith("ns3::metaroce::BucketScheduler");
     REQUIRE(a.size() == b.size());
     CHECK(a == c);
-    INFO("end " << a[0] << " ps, first QP sent " << a[2] << ", retransmitted " << a[3]);
+    INFO("end " << a[0] << " ps, first QP sent " << a[3] << ", retransmitted " << a[4]);
     CHECK(a == b);
     CHECK(a[0] > 0);
-    CHECK(a[3] > 0); // losses were repaired: timers and retransmissions took part
+    CHECK(a[4] > 0); // losses were repaired: timers and retransmissions took part
+}
+
+TEST_CASE("A run under FastSimulatorImpl is identical to one under ns-3's, event count included",
+          "[scheduler]")
+{
+    for (const char* qp : {"ns3::metaroce::MetaRoceQueuePair", "ns3::metaroce::RoceV2QueuePair"})
+    {
+        INFO(qp);
+        for (const char* sched : {"ns3::MapScheduler", "ns3::metaroce::BucketScheduler"})
+        {
+            INFO(sched);
+            auto ref = RunWith(sched, qp, "ns3::DefaultSimulatorImpl");
+            auto fast = RunWith(sched, qp, "ns3::metaroce::FastSimulatorImpl");
+            CHECK(ref == fast);
+            CHECK(ref[1] > 1000); // events ran
+            CHECK(ref[4] > 0);    // and retransmissions
+        }
+    }
+}
+
+namespace
+{
+/// Drives a simulator implementation through every call of its interface the module and
+/// ns-3's helpers make, and logs what is observable: who ran, when, in which context, and
+/// what IsExpired, GetDelayLeft and Now said.
+std::vector<std::string>
+Script(const char* simulator)
+{
+    SimGuard guard;
+    GlobalValue::Bind("SimulatorImplementationType", StringValue(simulator));
+    UsePicosecondTime();
+    std::vector<std::string> log;
+    auto note = [&log](const std::string& what)
+    {
+        log.push_back(what + "@" + std::to_string(Simulator::Now().GetPicoSeconds()) + "/" +
+                      std::to_string(Simulator::GetContext()));
+    };
+    EventId cancelled = Simulator::Schedule(PicoSeconds(50), [&] { note("never-cancelled"); });
+    EventId removed = Simulator::Schedule(PicoSeconds(60), [&] { note("never-removed"); });
+    EventId later;
+    for (int i = 0; i < 5; ++i)
+    {
+        // ties at 100 ps: scheduling order decides
+        Simulator::Schedule(PicoSeconds(100), [&, i] { note("tie" + std::to_string(i)); });
+        Simulator::ScheduleWithContext(7 + i, PicoSeconds(100 - 10 * i),
+                                       [&, i]
+                                       {
+                                           note("ctx" + std::to_string(i));
+                                           Simulator::ScheduleNow(
+                                               [&, i] { note("now" + std::to_string(i)); });
+                                       });
+    }
+    later = Simulator::Schedule(PicoSeconds(500), [&] { note("later"); });
+    Simulator::Schedule(
+        PicoSeconds(20),
+        [&]
+        {
+            note("first");
+            Simulator::Cancel(cancelled);
+            Simulator::Remove(removed);
+            note(std::string("expired:") + (Simulator::IsExpired(cancelled) ? "1" : "0") +
+                 (Simulator::IsExpired(removed) ? "1" : "0") + (later.IsExpired() ? "1" : "0"));
+            note("left:" + std::to_string(Simulator::GetDelayLeft(later).GetPicoSeconds()));
+        });
+    EventId skipped = Simulator::ScheduleDestroy([&] { note("never-destroy"); });
+    Simulator::ScheduleDestroy([&] { note("destroy"); });
+    Simulator::Cancel(skipped);
+    Simulator::Stop(PicoSeconds(200));
+    Simulator::Run();
+    note("stopped:" + std::to_string(Simulator::IsFinished()));
+    Simulator::Run(); // resumes with what is left
+    note("events:" + std::to_string(Simulator::GetEventCount()) +
+         " finished:" + std::to_string(Simulator::IsFinished()));
+    Simulator::Destroy();
+    return log;
+}
+} // namespace
+
+TEST_CASE("FastSimulatorImpl keeps ns-3's semantics: order, contexts, cancel, remove, stop, "
+          "destroy",
+          "[scheduler]")
+{
+    auto ref = Script("ns3::DefaultSimulatorImpl");
+    auto fast = Script("ns3::metaroce::FastSimulatorImpl");
+    GlobalValue::Bind("SimulatorImplementationType", StringValue("ns3::DefaultSimulatorImpl"));
+    INFO("ns-3: " << ::Catch::Detail::stringify(ref));
+    INFO("fast: " << ::Catch::Detail::stringify(fast));
+    CHECK(ref == fast);
+    REQUIRE(ref.size() == 22);
+    CHECK(ref.back().rfind("destroy", 0) == 0);
 }
 
 namespace

@@ -1,5 +1,6 @@
 #include "communicator.h"
 
+#include "model/core/fast-simulator-impl.h"
 #include "model/transport/rdma-nic.h"
 
 #include "ns3/abort.h"
@@ -982,7 +983,7 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
     run.result.algorithm = algo;
     run.result.bytes = bytes;
     run.result.ranks = Size();
-    run.result.startPs = Simulator::Now().GetPicoSeconds();
+    run.result.startPs = NowPs();
     run.ranks.resize(Size());
     uint32_t channels = ChannelsFor(bytes);
     run.result.channels = channels;
@@ -1187,7 +1188,7 @@ Communicator::Finish(Run& run, uint32_t r)
         return;
     }
     rs.done = true;
-    rs.donePs = Simulator::Now().GetPicoSeconds();
+    rs.donePs = NowPs();
     run.result.wireBytesPerRank = std::max(run.result.wireBytesPerRank, rs.sentBytes);
     if (run.ranksDone == 0)
     {

@@ -1,6 +1,7 @@
 #include "fabric-channel.h"
 
 #include "fabric-net-device.h"
+#include "model/core/fast-simulator-impl.h"
 
 #include "ns3/log.h"
 #include "ns3/simulator.h"
@@ -105,7 +106,7 @@ FabricChannel::GetPeer(const FabricNetDevice* dev) const
 void
 FabricChannel::Transmit(uint32_t d, FabricFrame&& frame, int64_t txPs, int64_t nowPs)
 {
-    NS_ASSERT(nowPs == Simulator::Now().GetPicoSeconds());
+    NS_ASSERT(nowPs == NowPs());
     Direction& x = m_dir[d];
     if (!x.up)
     {
@@ -146,7 +147,7 @@ FabricChannel::ScheduleDeliver(uint32_t d, int64_t delayPs, bool withContext)
 void
 FabricChannel::Deliver(uint32_t d)
 {
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     FrameRing& q = m_dir[d].inFlight;
     FabricNetDevice* dst = m_dir[d].to;
     // Arrival times are non-decreasing (FIFO, constant delay): deliver all that are due.

@@ -1,6 +1,7 @@
 #include "fabric-net-device.h"
 
 #include "fabric-channel.h"
+#include "model/core/fast-simulator-impl.h"
 
 #include "ns3/abort.h"
 #include "ns3/boolean.h"
@@ -212,7 +213,7 @@ FabricNetDevice::Enqueue(FabricFrame&& frame)
         m_queue[q].PushBack(std::move(frame)); // the pending event will send it
         return true;
     }
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     if (m_queue[0].Empty() && m_queue[1].Empty() && now >= m_busyUntilPs && frame.readyPs <= now &&
         (q == 0 || !IsPaused(frame.tc)))
     {
@@ -270,7 +271,7 @@ FabricNetDevice::IsBusy() const
 {
     // A pending end-of-transmission event at this very instant still counts as busy, as
     // the transmitter is not free until it has run.
-    return m_eventPending || Simulator::Now().GetPicoSeconds() < m_busyUntilPs;
+    return m_eventPending || NowPs() < m_busyUntilPs;
 }
 
 void
@@ -358,7 +359,7 @@ void
 FabricNetDevice::TransmitComplete(uint32_t)
 {
     m_eventPending = false;
-    TryTransmit(Simulator::Now().GetPicoSeconds());
+    TryTransmit(NowPs());
 }
 
 void
@@ -410,7 +411,7 @@ FabricNetDevice::SetLinkUp(bool up)
     {
         // A failed link loses what was queued for it; the owner releases its buffer.
         CancelTx();
-        m_busyUntilPs = Simulator::Now().GetPicoSeconds(); // the frame on the wire is lost
+        m_busyUntilPs = NowPs(); // the frame on the wire is lost
         for (auto& q : m_queue)
         {
             while (!q.Empty())
@@ -432,7 +433,7 @@ FabricNetDevice::SetLinkUp(bool up)
     }
     if (up && !m_eventPending)
     {
-        Kick(Simulator::Now().GetPicoSeconds());
+        Kick(NowPs());
     }
 }
 
@@ -448,7 +449,7 @@ FabricNetDevice::SetPaused(uint8_t tc, bool paused)
     {
         m_pausedMask &= static_cast<uint8_t>(~(1u << tc));
     }
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     if (before == 0 && m_pausedMask != 0)
     {
         ++m_pauses;

@@ -1,5 +1,7 @@
 #include "raw-traffic.h"
 
+#include "model/core/fast-simulator-impl.h"
+
 #include "ns3/abort.h"
 #include "ns3/log.h"
 #include "ns3/simulator.h"
@@ -109,7 +111,7 @@ void
 RawTrafficEndpoint::SendNext(uint32_t i)
 {
     Flow& f = m_flows[i];
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     if (now >= f.spec.stop.GetPicoSeconds())
     {
         return;
@@ -131,7 +133,7 @@ RawTrafficEndpoint::ReceiveFrame(FabricNetDevice* port, FabricFrame&& frame)
 {
     RawHeader h;
     frame.packet->PeekHeader(h);
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     ++m_sink.packets;
     m_sink.payloadBytes += frame.packet->GetSize() - h.GetSerializedSize();
     if (frame.ecn == ECN_CE)

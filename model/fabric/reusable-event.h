@@ -8,6 +8,7 @@
 #ifndef METAROCE_REUSABLE_EVENT_H
 #define METAROCE_REUSABLE_EVENT_H
 
+#include "model/core/fast-simulator-impl.h"
 #include "model/core/prepared-event.h"
 
 #include "ns3/nstime.h"
@@ -67,17 +68,14 @@ template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent final : publi
     /// Schedules this object `delayPs` from now in the current context.
     static void ScheduleIn(const Ptr<ReusableEvent>& ev, int64_t delayPs)
     {
-        Simulator::Schedule(PicoSeconds(delayPs), Ptr<EventImpl>(ev));
+        ScheduleInPs(PeekPointer(ev), delayPs);
     }
 
     /// The same in another node's context (arrivals, for logging and MPI).
     static void ScheduleInWithContext(const Ptr<ReusableEvent>& ev, uint32_t context,
                                       int64_t delayPs)
     {
-        // ScheduleWithContext takes a raw pointer and does not add a reference; the
-        // simulator releases one after the event has run, so add it here.
-        ev->Ref();
-        Simulator::ScheduleWithContext(context, PicoSeconds(delayPs), PeekPointer(ev));
+        ScheduleInPsWithContext(PeekPointer(ev), context, delayPs);
     }
 
   protected:

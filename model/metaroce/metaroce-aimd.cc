@@ -1,5 +1,7 @@
 #include "metaroce-aimd.h"
 
+#include "model/core/fast-simulator-impl.h"
+
 #include "ns3/boolean.h"
 #include "ns3/double.h"
 #include "ns3/simulator.h"
@@ -89,7 +91,7 @@ MetaRoceAimd::OnAck(CcState& s, uint32_t path, uint64_t ackedBytes, int64_t rttP
     }
     double& frac = m_ecnFrac[path];
     frac = (1 - m_ecnGain) * frac + m_ecnGain * (ecn ? 1.0 : 0.0);
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     double mtu = s.mtu;
     if (ecn)
     {
@@ -124,7 +126,7 @@ void
 MetaRoceAimd::OnLoss(CcState& s, uint32_t path, uint32_t lost)
 {
     CcPath& p = s.paths[path];
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     int64_t rtt = p.srttPs > 0 ? p.srttPs : 10000000;
     if (now - p.lossWindowStartPs > rtt)
     {
@@ -146,7 +148,7 @@ MetaRoceAimd::OnTimeout(CcState& s, uint32_t path)
 {
     s.paths[path].cwndBytes = s.mtu;
     s.paths[path].slowStart = false;
-    s.paths[path].lastDecreasePs = Simulator::Now().GetPicoSeconds();
+    s.paths[path].lastDecreasePs = NowPs();
 }
 
 void

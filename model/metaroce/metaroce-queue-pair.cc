@@ -2,6 +2,7 @@
 
 #include "metaroce-aimd.h"
 #include "metaroce-rate-hint.h"
+#include "model/core/fast-simulator-impl.h"
 #include "model/transport/rdma-nic.h"
 
 #include "ns3/boolean.h"
@@ -333,7 +334,7 @@ MetaRoceQueuePair::FreshPath(SPath& p, CcPath& c, PathState state) const
 {
     p.recs.Release();
     p = SPath();
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     p.lastSendPs = now;
     p.lastProgressPs = now;
     p.nextProbePs = now;
@@ -667,7 +668,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
     {
         return PullResult::Nothing;
     }
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     RdmaHeader h;
     h.opcode = RdmaOpcode::PathData;
     h.destQpn = m_remoteQpn;
@@ -816,14 +817,14 @@ MetaRoceQueuePair::ArmTimer(int64_t at)
     }
     m_tx->timer.Cancel();
     m_tx->timerAtPs = at;
-    m_tx->timer = Simulator::Schedule(PicoSeconds(at - Simulator::Now().GetPicoSeconds()),
-                                      &MetaRoceQueuePair::Housekeeping, this);
+    m_tx->timer =
+        Simulator::Schedule(PicoSeconds(at - NowPs()), &MetaRoceQueuePair::Housekeeping, this);
 }
 
 void
 MetaRoceQueuePair::Housekeeping()
 {
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     m_tx->timerAtPs = -1;
     int64_t next = std::numeric_limits<int64_t>::max();
     bool work = HasData() || !m_sendQueue.Empty();
@@ -1038,7 +1039,7 @@ MetaRoceQueuePair::Rebalance()
             }
         }
     }
-    ArmTimer(Simulator::Now().GetPicoSeconds() + m_rtoMin.GetPicoSeconds());
+    ArmTimer(NowPs() + m_rtoMin.GetPicoSeconds());
 }
 
 void
@@ -1048,7 +1049,7 @@ MetaRoceQueuePair::NotifyPortState(uint32_t port, bool up)
     {
         return;
     }
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     Plane& pl = m_tx->planes[port];
     if (!up)
     {
@@ -1361,7 +1362,7 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
         return;
     }
     const uint32_t plane = hd.plane;
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     // The path's state by index, afresh at each use: acknowledging a message may post the
     // next one, and the NIC may pull it at once and give another path its own state (which
     // can move this one). A TxRecord& stays valid: the ring's storage does not move.

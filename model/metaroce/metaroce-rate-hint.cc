@@ -1,5 +1,6 @@
 #include "metaroce-rate-hint.h"
 
+#include "model/core/fast-simulator-impl.h"
 #include "model/transport/queue-pair.h"
 #include "model/transport/rdma-nic.h"
 
@@ -75,7 +76,7 @@ MetaRoceRateHint::OnData(const QueuePair* qp)
     {
         m_active.push_back(qpn);
     }
-    m_lastPs[qpn] = Simulator::Now().GetPicoSeconds();
+    m_lastPs[qpn] = NowPs();
     if (!m_sweep.IsRunning())
     {
         m_sweep = Simulator::Schedule(m_window, &MetaRoceRateHint::Sweep, this);
@@ -85,7 +86,7 @@ MetaRoceRateHint::OnData(const QueuePair* qp)
 void
 MetaRoceRateHint::Sweep()
 {
-    int64_t cutoff = Simulator::Now().GetPicoSeconds() - m_window.GetPicoSeconds();
+    int64_t cutoff = NowPs() - m_window.GetPicoSeconds();
     for (std::size_t i = 0; i < m_active.size();)
     {
         // A connection closed meanwhile (its last collective is done) receives nothing.

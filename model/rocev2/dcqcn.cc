@@ -1,5 +1,7 @@
 #include "dcqcn.h"
 
+#include "model/core/fast-simulator-impl.h"
+
 #include "ns3/boolean.h"
 #include "ns3/data-rate.h"
 #include "ns3/double.h"
@@ -124,7 +126,7 @@ Dcqcn::AdvanceAlpha(int64_t now)
 void
 Dcqcn::OnCnp(CcState& s)
 {
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     if (!m_active)
     {
         m_active = true;
@@ -161,7 +163,7 @@ Dcqcn::CheckDecrease()
     {
         return; // nothing arrived in the period: the check idles until the next CNP
     }
-    AdvanceAlpha(Simulator::Now().GetPicoSeconds());
+    AdvanceAlpha(NowPs());
     if (m_clampTarget || m_stage != 0)
     {
         m_rt = m_state->rateBps;

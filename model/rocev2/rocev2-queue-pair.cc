@@ -1,6 +1,7 @@
 #include "rocev2-queue-pair.h"
 
 #include "dcqcn.h"
+#include "model/core/fast-simulator-impl.h"
 #include "model/transport/rdma-nic.h"
 
 #include "ns3/log.h"
@@ -186,7 +187,7 @@ RoceV2QueuePair::PullFrame(uint32_t port, FabricFrame& out)
     {
         return PullResult::Nothing; // an ACK will wake us
     }
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     if (now < m_nextSendPs)
     {
         ScheduleWake(now);
@@ -245,9 +246,9 @@ RoceV2QueuePair::PullFrame(uint32_t port, FabricFrame& out)
 void
 RoceV2QueuePair::ArmRto()
 {
-    m_rtoEvent = Simulator::Schedule(
-        PicoSeconds(m_lastProgressPs + m_rto.GetPicoSeconds() - Simulator::Now().GetPicoSeconds()),
-        &RoceV2QueuePair::RtoCheck, this);
+    m_rtoEvent =
+        Simulator::Schedule(PicoSeconds(m_lastProgressPs + m_rto.GetPicoSeconds() - NowPs()),
+                            &RoceV2QueuePair::RtoCheck, this);
 }
 
 void
@@ -257,7 +258,7 @@ RoceV2QueuePair::RtoCheck()
     {
         return; // nothing outstanding: the timer stops
     }
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     if (now - m_lastProgressPs < m_rto.GetPicoSeconds())
     {
         ArmRto(); // progress since the timer was set: check again later
@@ -287,7 +288,7 @@ RoceV2QueuePair::OnAckPsn(uint32_t psn)
     }
     uint64_t acked = 0;
     m_sndUna = psn;
-    m_lastProgressPs = Simulator::Now().GetPicoSeconds();
+    m_lastProgressPs = NowPs();
     // Complete the messages whose every PSN is now acknowledged.
     while (!m_sendQueue.Empty())
     {
@@ -389,7 +390,7 @@ void
 RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
 {
     EnsureCc();
-    int64_t now = Simulator::Now().GetPicoSeconds();
+    int64_t now = NowPs();
     switch (h.opcode)
     {
         case RdmaOpcode::Data:

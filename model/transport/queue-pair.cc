@@ -1,5 +1,6 @@
 #include "queue-pair.h"
 
+#include "model/core/fast-simulator-impl.h"
 #include "rdma-nic.h"
 
 #include "ns3/abort.h"
@@ -151,7 +152,7 @@ QueuePair::PostSend(uint64_t bytes, uint16_t stream, CompletionHandler onSent)
     m.bytes = bytes;
     m.stream = stream;
     m.seq = StreamSlot(m_nextSeqToPost, stream)++;
-    m.postedPs = Simulator::Now().GetPicoSeconds();
+    m.postedPs = NowPs();
     m.packets = PacketsOf(bytes);
     m.onSent = std::move(onSent);
     m_sendQueue.PushBack(std::move(m));
@@ -183,7 +184,7 @@ QueuePair::Place(const RdmaHeader& h, uint32_t payload, bool trackPlacement)
     {
         RecvMessage rm;
         rm.bytes = h.msgBytes;
-        rm.postedPs = Simulator::Now().GetPicoSeconds();
+        rm.postedPs = NowPs();
         if (trackPlacement)
         {
             rm.placed.resize(PacketsOf(h.msgBytes));
@@ -235,7 +236,7 @@ QueuePair::ReleaseReceives(uint16_t stream)
         c.seq = next;
         c.bytes = it->second.bytes;
         c.postedPs = it->second.postedPs;
-        c.completedPs = Simulator::Now().GetPicoSeconds();
+        c.completedPs = NowPs();
         m_recv.erase(it);
         ++next;
         ++m_counters.messagesReceived;
@@ -264,7 +265,7 @@ QueuePair::MarkSent(SendMessage& m)
             c.seq = front.seq;
             c.bytes = front.bytes;
             c.postedPs = front.postedPs;
-            c.completedPs = Simulator::Now().GetPicoSeconds();
+            c.completedPs = NowPs();
             front.onSent(c);
         }
     }
