@@ -669,7 +669,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         return PullResult::Nothing;
     }
     int64_t now = NowPs();
-    RdmaHeader h;
+    RdmaHeaderData h;
     h.opcode = RdmaOpcode::PathData;
     h.destQpn = m_remoteQpn;
     h.timestampPs = now;
@@ -1111,7 +1111,7 @@ MetaRoceQueuePair::MaybeGrow(int64_t now)
 // ---------------------------------------------------------------- receiving
 
 void
-MetaRoceQueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
+MetaRoceQueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData& h)
 {
     if (h.opcode == RdmaOpcode::PathData)
     {
@@ -1202,7 +1202,7 @@ MetaRoceQueuePair::PreparePull(uint32_t port, uint32_t stage) const
 }
 
 void
-MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
+MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHeaderData& h)
 {
     m_hint->OnData(this);
     if (h.path >= m_rxSlot.size())
@@ -1308,7 +1308,7 @@ void
 MetaRoceQueuePair::SendPathAck(uint32_t pathId)
 {
     RPath& r = *RxPath(pathId);
-    RdmaHeader a;
+    RdmaHeaderData a;
     a.opcode = RdmaOpcode::PathAck;
     a.destQpn = m_remoteQpn;
     a.psn = r.cum;
@@ -1348,7 +1348,7 @@ MetaRoceQueuePair::AckChunk(const TxRecord& r)
 }
 
 void
-MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeader& h)
+MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeaderData& h)
 {
     if (h.path >= m_tx->heads.size())
     {

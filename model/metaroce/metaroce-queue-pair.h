@@ -68,7 +68,7 @@ class MetaRoceQueuePair : public QueuePair
 
     Ptr<QueuePair> Clone() const override;
     PullResult PullFrame(uint32_t port, FabricFrame& out) override;
-    void Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h) override;
+    void Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData& h) override;
     void PrepareReceive(const RdmaFields& h, uint32_t stage) const override;
     void PreparePull(uint32_t port, uint32_t stage) const override;
     void NotifyPortState(uint32_t port, bool up) override;
@@ -291,8 +291,8 @@ class MetaRoceQueuePair : public QueuePair
     bool PlaneUsable(uint32_t plane) const;
     void MaybeGrow(int64_t now);
     uint64_t AckChunk(const TxRecord& r);
-    void ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHeader& h);
-    void ReceiveAck(uint32_t port, const RdmaHeader& h);
+    void ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHeaderData& h);
+    void ReceiveAck(uint32_t port, const RdmaHeaderData& h);
     void SendPathAck(uint32_t pathId);
     void FlushAcks();
     /// Frees the storage of empty send queues and in-flight records (nothing to send).

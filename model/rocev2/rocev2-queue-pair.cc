@@ -202,7 +202,7 @@ RoceV2QueuePair::PullFrame(uint32_t port, FabricFrame& out)
     uint32_t idx = m_sndNxt - m.firstPsn;
     uint64_t offset = static_cast<uint64_t>(idx) * m_mtu;
     uint32_t payload = static_cast<uint32_t>(std::min<uint64_t>(m_mtu, m.bytes - offset));
-    RdmaHeader h;
+    RdmaHeaderData h;
     h.opcode = RdmaOpcode::Data;
     h.destQpn = m_remoteQpn;
     h.psn = m_sndNxt;
@@ -323,7 +323,7 @@ RoceV2QueuePair::OnAckPsn(uint32_t psn)
 void
 RoceV2QueuePair::SendAck(RdmaOpcode op, uint32_t port)
 {
-    RdmaHeader a;
+    RdmaHeaderData a;
     a.opcode = op;
     a.destQpn = m_remoteQpn;
     a.psn = m_epsn;
@@ -387,7 +387,7 @@ RoceV2QueuePair::PreparePull(uint32_t, uint32_t stage) const
 }
 
 void
-RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
+RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData& h)
 {
     EnsureCc();
     int64_t now = NowPs();
@@ -401,7 +401,7 @@ RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h)
                 if (m_lastCnpPs < 0 || now - m_lastCnpPs >= m_cnpInterval.GetPicoSeconds())
                 {
                     m_lastCnpPs = now;
-                    RdmaHeader c;
+                    RdmaHeaderData c;
                     c.opcode = RdmaOpcode::Cnp;
                     c.destQpn = m_remoteQpn;
                     m_nic->SendControl(port, MakeFrame(c, 0, m_entropy, false));

@@ -28,7 +28,7 @@ class RoceV2QueuePair : public QueuePair
 
     Ptr<QueuePair> Clone() const override;
     PullResult PullFrame(uint32_t port, FabricFrame& out) override;
-    void Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h) override;
+    void Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData& h) override;
     void PrepareReceive(const RdmaFields& h, uint32_t stage) const override;
     void PreparePull(uint32_t port, uint32_t stage) const override;
     /// A RoCEv2 QP keeps no state apart from itself: once everything it sent is

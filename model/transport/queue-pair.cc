@@ -163,14 +163,14 @@ QueuePair::PostSend(uint64_t bytes, uint16_t stream, CompletionHandler onSent)
 }
 
 FabricFrame
-QueuePair::MakeFrame(const RdmaHeader& h, uint32_t payload, uint16_t entropy, bool data)
+QueuePair::MakeFrame(const RdmaHeaderData& h, uint32_t payload, uint16_t entropy, bool data)
 {
     return FabricFrame::Make(RdmaFrameHeader::Make(h, payload), m_nic->GetNicId(), m_remoteNic,
                              entropy, data ? m_dataTc : m_controlTc, data ? ECN_ECT0 : ECN_NOT_ECT);
 }
 
 bool
-QueuePair::Place(const RdmaHeader& h, uint32_t payload, bool trackPlacement)
+QueuePair::Place(const RdmaHeaderData& h, uint32_t payload, bool trackPlacement)
 {
     uint32_t& next = StreamSlot(m_nextSeqToComplete, h.stream);
     if (h.msgId < next)

@@ -84,7 +84,7 @@ class QueuePair : public Object
     /// The NIC's arbiter asks for the next frame to send on `port`.
     virtual PullResult PullFrame(uint32_t port, FabricFrame& out) = 0;
     /// A frame for this QP arrived on `port` (its RdmaHeader already removed into h).
-    virtual void Receive(uint32_t port, FabricFrame& frame, const RdmaHeader& h) = 0;
+    virtual void Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData& h) = 0;
     /// A frame with header h will arrive soon: prefetch what Receive will touch, in stages
     /// one event apart (0, 1, 2; see PreparedEvent), each reading only what the one before
     /// fetched (stage 0: this object's first line). Reads only; changes nothing.
@@ -205,7 +205,7 @@ class QueuePair : public Object
     }
 
     /// Payload bytes of a received frame whose transport header is h.
-    static uint32_t PayloadOf(const FabricFrame& f, const RdmaHeader& h)
+    static uint32_t PayloadOf(const FabricFrame& f, const RdmaHeaderData& h)
     {
         return f.header ? f.header->ipPayloadBytes - RdmaHeader::SizeOf(h.opcode)
                         : f.packet->GetSize(); // a bytes frame: the header was removed
@@ -214,10 +214,10 @@ class QueuePair : public Object
     /// This QP's own instance of congestion control `type`.
     Ptr<RdmaCongestionOps> NewCongestionOps(TypeId type) const;
     /// Builds a frame to the remote NIC carrying h and `payload` bytes.
-    FabricFrame MakeFrame(const RdmaHeader& h, uint32_t payload, uint16_t entropy, bool data);
+    FabricFrame MakeFrame(const RdmaHeaderData& h, uint32_t payload, uint16_t entropy, bool data);
     /// Receiver: records a data packet's payload; returns false if it was a duplicate.
     /// trackPlacement: keep a per-packet bitmap (out-of-order transports).
-    bool Place(const RdmaHeader& h, uint32_t payload, bool trackPlacement);
+    bool Place(const RdmaHeaderData& h, uint32_t payload, bool trackPlacement);
     /// Sender: marks message `m` fully acknowledged and releases completions in order.
     void MarkSent(SendMessage& m);
 

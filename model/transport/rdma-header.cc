@@ -26,7 +26,7 @@ RdmaHeader::GetInstanceTypeId() const
 }
 
 uint32_t
-RdmaHeader::SizeOf(RdmaOpcode op)
+RdmaHeaderData::SizeOf(RdmaOpcode op)
 {
     switch (op)
     {

@@ -54,16 +54,13 @@ struct RdmaFields
     uint8_t flags{0}; //!< bit 0: ECN echo (ACK); bit 1: retransmission (data)
 };
 
-class RdmaHeader : public Header, public RdmaFields
+/// Every field of the header, SACK bitmap included, as plain data: what the transports build
+/// and read for each packet. RdmaHeader adds ns-3's Header interface (serialization) on top;
+/// building that per packet cost out-of-line constructors and destructors (ns3::Header,
+/// ObjectBase) for nothing.
+struct RdmaHeaderData : RdmaFields
 {
-  public:
-    static TypeId GetTypeId();
-    TypeId GetInstanceTypeId() const override;
-    uint32_t GetSerializedSize() const override { return SizeOf(opcode); }
-    void Serialize(Buffer::Iterator start) const override;
-    uint32_t Deserialize(Buffer::Iterator start) override;
-    void Print(std::ostream& os) const override;
-
+    /// Bytes on the wire of a header with this opcode (BTH and what follows it).
     static uint32_t SizeOf(RdmaOpcode op);
 
     std::array<uint64_t, 4> sack{}; //!< ACK: bit i = path PSN (psn + 1 + i) received
@@ -73,6 +70,17 @@ class RdmaHeader : public Header, public RdmaFields
     static constexpr uint8_t kFlagProbe = 4; //!< data: an empty probe; ACK: echoes a probe
 };
 
+class RdmaHeader : public Header, public RdmaHeaderData
+{
+  public:
+    static TypeId GetTypeId();
+    TypeId GetInstanceTypeId() const override;
+    uint32_t GetSerializedSize() const override { return SizeOf(opcode); }
+    void Serialize(Buffer::Iterator start) const override;
+    uint32_t Deserialize(Buffer::Iterator start) override;
+    void Print(std::ostream& os) const override;
+};
+
 /// An RDMA frame's header and payload size as they travel (FrameHeader: never serialized).
 /// 64 bytes, one cache line; only MetaRoCE's ACKs also carry the SACK bitmap (the larger
 /// RdmaAckFrameHeader).
@@ -80,19 +88,19 @@ class RdmaFrameHeader : public FrameHeader
 {
   public:
     /// A frame header holding `header`, the kind its opcode needs.
-    static RdmaFrameHeader* Make(const RdmaHeader& header, uint32_t payloadBytes);
+    static RdmaFrameHeader* Make(const RdmaHeaderData& header, uint32_t payloadBytes);
 
     uint32_t PayloadBytes() const { return ipPayloadBytes - RdmaHeader::SizeOf(f.opcode); }
 
     /// The whole header, SACK bitmap included.
-    void Get(RdmaHeader& out) const;
+    void Get(RdmaHeaderData& out) const;
 
     Ptr<Packet> ToPacket() const override;
 
     RdmaFields f;
 
   protected:
-    RdmaFrameHeader(const RdmaHeader& header, uint32_t payloadBytes)
+    RdmaFrameHeader(const RdmaHeaderData& header, uint32_t payloadBytes)
         : f(header)
     {
         ipPayloadBytes = RdmaHeader::SizeOf(header.opcode) + payloadBytes;
@@ -103,7 +111,7 @@ class RdmaFrameHeader : public FrameHeader
 class RdmaAckFrameHeader final : public RdmaFrameHeader
 {
   public:
-    RdmaAckFrameHeader(const RdmaHeader& header, uint32_t payloadBytes)
+    RdmaAckFrameHeader(const RdmaHeaderData& header, uint32_t payloadBytes)
         : RdmaFrameHeader(header, payloadBytes)
         , sack(header.sack)
     {
@@ -116,7 +124,7 @@ static_assert(sizeof(RdmaFields) == 48 && sizeof(RdmaFrameHeader) == 64,
               "a data frame's header is one cache line");
 
 inline RdmaFrameHeader*
-RdmaFrameHeader::Make(const RdmaHeader& header, uint32_t payloadBytes)
+RdmaFrameHeader::Make(const RdmaHeaderData& header, uint32_t payloadBytes)
 {
     if (header.opcode == RdmaOpcode::PathAck)
     {
@@ -126,7 +134,7 @@ RdmaFrameHeader::Make(const RdmaHeader& header, uint32_t payloadBytes)
 }
 
 inline void
-RdmaFrameHeader::Get(RdmaHeader& out) const
+RdmaFrameHeader::Get(RdmaHeaderData& out) const
 {
     static_cast<RdmaFields&>(out) = f;
     if (f.opcode == RdmaOpcode::PathAck)

@@ -179,7 +179,7 @@ RdmaNic::ReceiveFrame(FabricNetDevice* port, FabricFrame&& frame)
     if (frame.header)
     {
         // Only the RDMA transports build header frames on this fabric.
-        RdmaHeader h;
+        RdmaHeaderData h;
         static_cast<const RdmaFrameHeader&>(*frame.header).Get(h);
         Deliver(port, frame, h);
         return;
@@ -264,7 +264,7 @@ RdmaNic::PrepareIdle(uint32_t port, uint32_t stage) const
 }
 
 void
-RdmaNic::Deliver(FabricNetDevice* port, FabricFrame& frame, const RdmaHeader& h)
+RdmaNic::Deliver(FabricNetDevice* port, FabricFrame& frame, const RdmaHeaderData& h)
 {
     if (h.destQpn == 0 || h.destQpn >= m_qps.size() || !m_qps[h.destQpn])
     {

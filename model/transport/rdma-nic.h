@@ -79,7 +79,7 @@ class alignas(64) RdmaNic final : public Object, public FabricFrameReceiver
 
     void Arbitrate(uint32_t port);
     /// Hands a received frame to the QP its header names.
-    void Deliver(FabricNetDevice* port, FabricFrame& frame, const RdmaHeader& h);
+    void Deliver(FabricNetDevice* port, FabricFrame& frame, const RdmaHeaderData& h);
 
     // In the line of FabricFrameReceiver's vtable pointer: what receiving reads.
     std::vector<Ptr<QueuePair>> m_qps; //!< index = QPN; [0] unused
