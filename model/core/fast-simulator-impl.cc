@@ -233,9 +233,15 @@ FastSimulatorImpl::Cancel(const EventId& id)
 bool
 FastSimulatorImpl::IsExpired(const EventId& id) const
 {
-    if (id.GetUid() == kUidDestroy)
+    EventImpl* impl = id.PeekEventImpl();
+    if (impl == nullptr)
     {
-        if (id.PeekEventImpl() == nullptr || id.PeekEventImpl()->IsCancelled())
+        return true;
+    }
+    uint32_t uid = id.GetUid();
+    if (uid == kUidDestroy)
+    {
+        if (impl->IsCancelled())
         {
             return true;
         }
@@ -248,9 +254,8 @@ FastSimulatorImpl::IsExpired(const EventId& id) const
         }
         return true;
     }
-    return id.PeekEventImpl() == nullptr || id.GetTs() < m_currentTs ||
-           (id.GetTs() == m_currentTs && id.GetUid() <= m_currentUid) ||
-           id.PeekEventImpl()->IsCancelled();
+    uint64_t ts = id.GetTs();
+    return ts < m_currentTs || (ts == m_currentTs && uid <= m_currentUid) || impl->IsCancelled();
 }
 
 Time

@@ -97,6 +97,18 @@ class FastSimulatorImpl final : public SimulatorImpl
     std::thread::id m_mainThreadId;
 };
 
+/// EventId::IsRunning without ns-3's detour (a logged static call, then a virtual one) while
+/// FastSimulatorImpl runs: the transports ask it for a timer on every packet.
+inline bool
+IsPending(const EventId& id)
+{
+    if (FastSimulatorImpl* s = FastSimulatorImpl::Running())
+    {
+        return !s->IsExpired(id); // a final class: a direct call
+    }
+    return id.IsRunning();
+}
+
 /// The current time in picoseconds.
 inline int64_t
 NowPs()

@@ -711,7 +711,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         }
         if (m_tx->cc.rateBps < m_tx->cc.lineRateBps && now < m_tx->paceVirtPs)
         {
-            if (!m_tx->paceEvent.IsRunning())
+            if (!IsPending(m_tx->paceEvent))
             {
                 m_tx->paceEvent = Simulator::Schedule(PicoSeconds(m_tx->paceVirtPs - now),
                                                       &MetaRoceQueuePair::PacingWake, this);
@@ -811,7 +811,7 @@ MetaRoceQueuePair::RtoPs(uint32_t i) const
 void
 MetaRoceQueuePair::ArmTimer(int64_t at)
 {
-    if (m_tx->timer.IsRunning() && m_tx->timerAtPs <= at)
+    if (IsPending(m_tx->timer) && m_tx->timerAtPs <= at)
     {
         return;
     }
@@ -1285,7 +1285,7 @@ MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHead
     {
         SendPathAck(h.path);
     }
-    else if (!m_ackFlush.IsRunning())
+    else if (!IsPending(m_ackFlush))
     {
         m_ackFlush = Simulator::Schedule(m_ackDelay, &MetaRoceQueuePair::FlushAcks, this);
     }
@@ -1519,12 +1519,12 @@ MetaRoceQueuePair::ReleaseState()
         m_tx->paceEvent.Cancel();
         m_tx.reset();
     }
-    if (!m_ackFlush.IsRunning())
+    if (!IsPending(m_ackFlush))
     {
         std::vector<RPath>().swap(m_rx);
         std::vector<uint16_t>().swap(m_rxSlot);
     }
-    return !HasReleasableState() && !m_ackFlush.IsRunning() && m_sendQueue.Empty() &&
+    return !HasReleasableState() && !IsPending(m_ackFlush) && m_sendQueue.Empty() &&
            GetPendingReceives() == 0 && !m_sentCopies;
 }
 

@@ -77,7 +77,7 @@ MetaRoceRateHint::OnData(const QueuePair* qp)
         m_active.push_back(qpn);
     }
     m_lastPs[qpn] = NowPs();
-    if (!m_sweep.IsRunning())
+    if (!IsPending(m_sweep))
     {
         m_sweep = Simulator::Schedule(m_window, &MetaRoceRateHint::Sweep, this);
     }

@@ -145,7 +145,7 @@ Dcqcn::OnCnp(CcState& s)
     AdvanceAlpha(now);
     m_alphaCnp = true;
     m_decreaseCnp = true;
-    if (!m_decreaseEvent.IsRunning())
+    if (!IsPending(m_decreaseEvent))
     {
         // The check runs on its fixed period since the first CNP: find the next slot.
         int64_t period = m_decreaseInterval.GetPicoSeconds();

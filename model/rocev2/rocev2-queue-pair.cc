@@ -148,7 +148,7 @@ RoceV2QueuePair::Wake()
 void
 RoceV2QueuePair::ScheduleWake(int64_t now)
 {
-    if (!m_wakeEvent.IsRunning())
+    if (!IsPending(m_wakeEvent))
     {
         m_wakeEvent =
             Simulator::Schedule(PicoSeconds(m_nextSendPs - now), &RoceV2QueuePair::Wake, this);
@@ -228,7 +228,7 @@ RoceV2QueuePair::PullFrame(uint32_t port, FabricFrame& out)
     {
         m_nextSendPs = now;
     }
-    if (!m_rtoEvent.IsRunning())
+    if (!IsPending(m_rtoEvent))
     {
         m_lastProgressPs = now;
         ArmRto();
