@@ -31,6 +31,10 @@ class QuadHeapScheduler : public Scheduler
     Event RemoveNext() override;
     void Remove(const Event& ev) override;
 
+    /// The earliest event, or null if none: what PeekNext returns, without a virtual call or
+    /// a copy (BucketScheduler compares its ring with it on every event).
+    const Event* Front() const { return m_heap.empty() ? nullptr : &m_heap.front(); }
+
     /// Starts fetching what an event will touch first: the object it runs on (its owner) and,
     /// for this module's reusable events, the data it names as a hint. Reads the event object,
     /// so that should be in cache (prefetched one event earlier) or this stalls.
