@@ -29,20 +29,13 @@ struct Later
     }
 };
 
-/// Sorts a settled bucket latest first. A small fabric's buckets hold a handful of events,
-/// where std::sort's insertion sort moves them with a memmove call per element: a plain
-/// insertion sort costs a third of that.
+/// Sorts a handful of events latest first. A small fabric's buckets hold a few events, where
+/// std::sort's insertion sort moves them with a memmove call per element: a plain insertion
+/// sort costs a third of that.
 void
-SortLatestFirst(std::vector<Scheduler::Event>& v)
+InsertionSortLatestFirst(Scheduler::Event* a, std::size_t n)
 {
-    constexpr std::size_t kSmall = 24;
-    if (v.size() > kSmall)
-    {
-        std::sort(v.begin(), v.end(), Later{});
-        return;
-    }
-    Scheduler::Event* a = v.data();
-    for (std::size_t i = 1; i < v.size(); ++i)
+    for (std::size_t i = 1; i < n; ++i)
     {
         Scheduler::Event x = a[i];
         std::size_t j = i;
@@ -216,8 +209,56 @@ BucketScheduler::Settle() const
     }
     b = Bucket{};
     m_used[slot >> 6] &= ~(uint64_t(1) << (slot & 63));
-    SortLatestFirst(m_near);
+    SortNear();
     return true;
+}
+
+void
+BucketScheduler::SortNear() const
+{
+    std::size_t n = m_near.size();
+    if (n <= 24)
+    {
+        InsertionSortLatestFirst(m_near.data(), n);
+        return;
+    }
+    // A bucket is usually filled in scheduling order, which is uid order; then a stable
+    // counting sort on the time within the bucket yields (time, uid) order in two passes, where
+    // a large fabric's buckets (a thousand events) took std::sort ten compares per event.
+    // Anything else (a bucket put back by Unsettle, a hole filled by Remove) is sorted.
+    uint64_t width = uint64_t(1) << m_shift;
+    bool uidOrdered = n >= 64 && m_shift <= 12;
+    for (std::size_t i = 1; uidOrdered && i < n; ++i)
+    {
+        uidOrdered = m_near[i - 1].key.m_uid < m_near[i].key.m_uid;
+    }
+    if (!uidOrdered)
+    {
+        std::sort(m_near.begin(), m_near.end(), Later{});
+        return;
+    }
+    uint64_t start = m_nearBucket << m_shift;
+    m_count.assign(width, 0);
+    for (const Event& e : m_near)
+    {
+        ++m_count[e.key.m_ts - start];
+    }
+    // Latest first: the latest time's events take the front positions.
+    uint32_t pos = 0;
+    for (uint64_t t = width; t-- > 0;)
+    {
+        uint32_t c = m_count[t];
+        m_count[t] = pos;
+        pos += c;
+    }
+    m_sorted.resize(n);
+    // Within one time, the latest uid first: walk the input (uid ascending) backwards.
+    for (std::size_t i = n; i-- > 0;)
+    {
+        const Event& e = m_near[i];
+        m_sorted[m_count[e.key.m_ts - start]++] = e;
+    }
+    m_near.swap(m_sorted);
 }
 
 bool

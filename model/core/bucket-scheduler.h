@@ -71,15 +71,19 @@ class BucketScheduler : public Scheduler
     /// Puts m_near back into its ring bucket (an earlier bucket got an event).
     void Unsettle() const;
     Chunk* NewChunk() const;
+    /// Sorts m_near latest first, by (time, uid).
+    void SortNear() const;
 
     uint32_t m_shift{10};     //!< bucket width = 2^m_shift time steps (1.024 ns at ps)
     uint32_t m_buckets{4096}; //!< ring size (power of two): the near-future horizon
     uint64_t m_mask{0};
     uint64_t m_base{0}; //!< bucket of the last event removed: nothing is earlier
     mutable std::vector<Bucket> m_ring;
-    mutable std::vector<uint64_t> m_used; //!< bit per ring slot: has chunks
-    mutable std::vector<Event> m_near;    //!< the earliest bucket's events, latest first
-    mutable uint64_t m_nearBucket{0};     //!< which bucket m_near holds, if not empty
+    mutable std::vector<uint64_t> m_used;  //!< bit per ring slot: has chunks
+    mutable std::vector<Event> m_near;     //!< the earliest bucket's events, latest first
+    mutable std::vector<Event> m_sorted;   //!< SortNear's output, swapped with m_near
+    mutable std::vector<uint32_t> m_count; //!< SortNear's counters, one per time step
+    mutable uint64_t m_nearBucket{0};      //!< which bucket m_near holds, if not empty
     mutable Chunk* m_free{nullptr};
     mutable std::vector<std::unique_ptr<Chunk[]>> m_slabs;
     std::size_t m_inRing{0}; //!< events in the ring and m_near
