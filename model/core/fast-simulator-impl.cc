@@ -1,5 +1,7 @@
 #include "fast-simulator-impl.h"
 
+#include "prepared-event.h"
+
 #include "ns3/abort.h"
 #include "ns3/assert.h"
 #include "ns3/log.h"
@@ -120,7 +122,14 @@ FastSimulatorImpl::Run()
         m_currentTs = next.key.m_ts;
         m_currentContext = next.key.m_context;
         m_currentUid = next.key.m_uid;
-        next.impl->Invoke(); // runs it unless cancelled
+        if (PreparedEvent::Is(next.impl))
+        {
+            static_cast<PreparedEvent*>(next.impl)->Fire(); // the module's hot events
+        }
+        else
+        {
+            next.impl->Invoke(); // runs it unless cancelled
+        }
         next.impl->Unref();
     }
     s_running = previous;

@@ -34,6 +34,10 @@ class PreparedEvent : public EventImpl
     /// EventImpl::IsCancelled is a call into ns-3 for every stage of every event.
     virtual void Prepare(uint32_t stage) const = 0;
 
+    /// What EventImpl::Invoke does (run unless cancelled), inline: ns-3's Invoke is a call into
+    /// its library with a log-level check and another call to ask IsCancelled.
+    virtual void Fire() = 0;
+
     /// Whether impl is a PreparedEvent. Compares its vtable with the few registered ones:
     /// a dynamic_cast on every event would cost more than the misses it hides.
     static bool Is(const EventImpl* impl)

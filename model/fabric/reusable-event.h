@@ -57,6 +57,14 @@ template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent final : publi
         }
     }
 
+    void Fire() override
+    {
+        if (!m_cancelled)
+        {
+            (m_owner->*Fn)(m_arg);
+        }
+    }
+
     /// Voids the pending firing (the owner takes a fresh object for what follows). The only
     /// way to cancel: Prepare must know, without a call into ns-3.
     void CancelFiring()
