@@ -174,6 +174,10 @@ with tempfile.TemporaryDirectory() as tmp:
     # is bad input.
     env_case("quad", "NS_GLOBAL_VALUE", "SchedulerType=ns3::metaroce::QuadHeapScheduler",
              "SchedulerType=ns3::NoSuchScheduler", "SchedulerType")
+    # So does ns-3's own simulator implementation in place of the module's.
+    env_case("default-impl", "NS_GLOBAL_VALUE",
+             "SimulatorImplementationType=ns3::DefaultSimulatorImpl",
+             "SimulatorImplementationType=ns3::MapScheduler", "SimulatorImplementationType")
     # The huge-page heap changes no result; a value other than 0 or 1 is bad input. (The
     # sanitizer build has its own allocator and no such switch.)
     if b"METAROCE_HUGE_PAGES" in open(SIM, "rb").read():
