@@ -238,14 +238,7 @@ main(int argc, char* argv[])
                       << "' is not an ns-3 " << c.parent.GetName() << " type\n";
             return 2;
         }
-        if (std::string(c.key) == "SchedulerType")
-        {
-            GlobalValue::Bind(c.key, TypeIdValue(tid));
-        }
-        else
-        {
-            GlobalValue::Bind(c.key, StringValue(c.type)); // ns-3 keeps this one as a string
-        }
+        GlobalValue::Bind(c.key, StringValue(c.type)); // each checker takes the name
     }
 
     if (opt.dryRun)

@@ -152,10 +152,10 @@ EventId
 FastSimulatorImpl::Schedule(const Time& delay, EventImpl* event)
 {
     NS_ASSERT_MSG(delay.IsPositive(), "FastSimulatorImpl::Schedule: negative delay");
+    auto steps = static_cast<uint64_t>(delay.GetTimeStep());
     uint32_t uid = m_uid;
-    Insert(event, static_cast<uint64_t>(delay.GetTimeStep()), m_currentContext);
-    return EventId(event, m_currentTs + static_cast<uint64_t>(delay.GetTimeStep()),
-                   m_currentContext, uid);
+    Insert(event, steps, m_currentContext);
+    return EventId(event, m_currentTs + steps, m_currentContext, uid);
 }
 
 void
@@ -170,9 +170,7 @@ FastSimulatorImpl::ScheduleWithContext(uint32_t context, const Time& delay, Even
 EventId
 FastSimulatorImpl::ScheduleNow(EventImpl* event)
 {
-    uint32_t uid = m_uid;
-    Insert(event, 0, m_currentContext);
-    return EventId(event, m_currentTs, m_currentContext, uid);
+    return Schedule(TimeStep(0), event);
 }
 
 EventId

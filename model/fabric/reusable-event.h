@@ -61,7 +61,7 @@ template <typename T, void (T::*Fn)(uint32_t)> class ReusableEvent final : publi
     {
         if (!m_cancelled)
         {
-            (m_owner->*Fn)(m_arg);
+            Notify();
         }
     }
 
