@@ -1,11 +1,19 @@
 #include "results-writer.h"
 
+#include "json-reader.h"
+
+#include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace ns3
 {
@@ -236,28 +244,228 @@ FlowsCsv(const std::vector<RunRecord>& runs)
     return any ? os.str() : "";
 }
 
-void
-WriteFileAtomically(const std::string& path, const std::string& text)
+namespace
 {
-    std::string tmp = path + ".tmp";
+/// The folder a path's file lives in ("." for a bare name).
+std::string
+FolderOf(const std::string& path)
+{
+    auto slash = path.rfind('/');
+    if (slash == std::string::npos)
     {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out)
+        return ".";
+    }
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string
+BaseOf(const std::string& path)
+{
+    auto slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+/// Creates an empty temporary beside `path` (exclusively: never an existing file); returns
+/// its name and open descriptor, or an empty name and errno.
+std::pair<std::string, int>
+MakeTemporary(const std::string& path)
+{
+    std::string dir = FolderOf(path);
+    std::string tmpl = (dir == "/" ? "" : dir) + "/." + BaseOf(path) + ".XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    int fd = mkstemp(buf.data());
+    if (fd < 0)
+    {
+        return {"", errno};
+    }
+    // mkstemp creates 0600; results are ordinary files, as the umask allows.
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    return {std::string(buf.data()), fd};
+}
+
+// A temporary's name adds "." before the name and ".XXXXXX" after it.
+constexpr std::size_t kTemporaryExtra = 8;
+} // namespace
+
+OutputFiles::OutputFiles(std::string jsonPath)
+    : m_json(std::move(jsonPath))
+{
+}
+
+std::string
+OutputFiles::CsvPath(const std::string& suffix) const
+{
+    const std::string ext = ".json";
+    bool json = m_json.size() > ext.size() &&
+                m_json.compare(m_json.size() - ext.size(), ext.size(), ext) == 0 &&
+                BaseOf(m_json) != ext;
+    std::string stem = json ? m_json.substr(0, m_json.size() - ext.size()) : m_json;
+    return stem + suffix + ".csv";
+}
+
+std::vector<std::string>
+OutputFiles::AllPaths() const
+{
+    return {m_json, CsvPath(), CsvPath("-paths"), CsvPath("-flows"), CsvPath("-timeseries")};
+}
+
+void
+OutputFiles::Check() const
+{
+    if (m_json.empty())
+    {
+        return;
+    }
+    auto refuse = [&](const std::string& path, const std::string& why)
+    { throw InputError("--out: '" + path + "' " + why); };
+    if (m_json.back() == '/')
+    {
+        refuse(m_json, "names a folder, not a file");
+    }
+    for (const auto& path : AllPaths())
+    {
+        if (BaseOf(path).size() + kTemporaryExtra > NAME_MAX)
         {
-            throw std::runtime_error("cannot write '" + tmp + "'");
+            refuse(path, "has a name too long to write (at most " +
+                             std::to_string(NAME_MAX - kTemporaryExtra) + " characters)");
         }
-        out << text;
-        if (!out)
+        struct stat st;
+        if (lstat(path.c_str(), &st) == 0)
         {
-            throw std::runtime_error("error writing '" + tmp + "'");
+            if (S_ISLNK(st.st_mode))
+            {
+                refuse(path, "is a symbolic link (results are not written through links)");
+            }
+            if (!S_ISREG(st.st_mode))
+            {
+                refuse(path, std::string("exists and is not a regular file (") +
+                                 (S_ISDIR(st.st_mode) ? "a folder" : "a device, pipe or socket") +
+                                 ")");
+            }
+        }
+        else if (errno != ENOENT)
+        {
+            refuse(path, std::string("cannot be used: ") + std::strerror(errno));
         }
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    std::string dir = FolderOf(m_json);
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     {
-        std::remove(tmp.c_str());
-        throw std::runtime_error("cannot rename '" + tmp + "' to '" + path + "'");
+        throw InputError("--out: folder '" + dir + "' does not exist");
+    }
+    // Whether files can be created there (permissions, read-only or pseudo file systems,
+    // path length) is best proven by creating one.
+    auto [probe, fd] = MakeTemporary(m_json);
+    if (probe.empty())
+    {
+        throw InputError("--out: cannot create files in '" + dir + "': " + std::strerror(fd));
+    }
+    close(fd);
+    unlink(probe.c_str());
+}
+
+void
+OutputFiles::Add(const std::string& path, std::string text)
+{
+    if (!text.empty())
+    {
+        m_files.emplace_back(path, std::move(text));
     }
 }
+
+void
+OutputFiles::Commit()
+{
+    std::vector<std::string> temps;
+    auto cleanup = [&]()
+    {
+        for (const auto& t : temps)
+        {
+            unlink(t.c_str());
+        }
+    };
+    for (const auto& [path, text] : m_files)
+    {
+        auto [tmp, fd] = MakeTemporary(path);
+        if (tmp.empty())
+        {
+            cleanup();
+            throw std::runtime_error("cannot create a file beside '" + path +
+                                     "': " + std::strerror(fd));
+        }
+        temps.push_back(tmp);
+        std::size_t done = 0;
+        while (done < text.size())
+        {
+            ssize_t n = write(fd, text.data() + done, text.size() - done);
+            if (n <= 0)
+            {
+                int err = errno;
+                close(fd);
+                cleanup();
+                throw std::runtime_error("cannot write '" + tmp + "': " + std::strerror(err));
+            }
+            done += static_cast<std::size_t>(n);
+        }
+        if (close(fd) != 0)
+        {
+            int err = errno;
+            cleanup();
+            throw std::runtime_error("cannot write '" + tmp + "': " + std::strerror(err));
+        }
+    }
+    for (std::size_t i = 0; i < m_files.size(); ++i)
+    {
+        const std::string& path = m_files[i].first;
+        struct stat st;
+        bool replaceable = lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode);
+        if (!replaceable || rename(temps[i].c_str(), path.c_str()) != 0)
+        {
+            int err = replaceable ? errno : EEXIST;
+            // All or none: take back the files already put in place.
+            for (std::size_t k = 0; k < i; ++k)
+            {
+                unlink(m_files[k].first.c_str());
+            }
+            temps.erase(temps.begin(), temps.begin() + static_cast<std::ptrdiff_t>(i));
+            cleanup();
+            throw std::runtime_error(
+                "cannot put '" + path + "' in place: " +
+                (replaceable ? std::strerror(err) : "it is no longer a regular file"));
+        }
+    }
+    m_files.clear();
+}
+
+namespace
+{
+/// How much of a record's work finished: "done/total" messages or iterations, or yes/no for
+/// one collective size; "" when the workload has no such notion (raw traffic).
+std::string
+CompletedCell(const RunRecord& r)
+{
+    const auto& m = r.metrics;
+    auto count = [&](const char* done, const char* total)
+    { return m[done].dump() + "/" + m[total].dump(); };
+    if (m.contains("messages_total") && m.contains("messages_completed"))
+    {
+        return count("messages_completed", "messages_total");
+    }
+    if (m.contains("iterations") && m.contains("iterations_completed"))
+    {
+        return count("iterations_completed", "iterations");
+    }
+    if (m.contains("completed") && m["completed"].is_boolean())
+    {
+        return m["completed"].get<bool>() ? "yes" : "no";
+    }
+    return "";
+}
+} // namespace
 
 void
 PrintTable(std::ostream& os, const std::vector<RunRecord>& runs,
@@ -265,6 +473,16 @@ PrintTable(std::ostream& os, const std::vector<RunRecord>& runs,
 {
     std::vector<std::string> head = {"variant"};
     head.insert(head.end(), columns.begin(), columns.end());
+    // Every table says how much of the work finished: a figure never hides unfinished work.
+    bool completion = false;
+    for (const auto& r : runs)
+    {
+        completion = completion || !CompletedCell(r).empty();
+    }
+    if (completion)
+    {
+        head.push_back("completed");
+    }
     std::vector<std::vector<std::string>> rows;
     for (const auto& r : runs)
     {
@@ -287,6 +505,11 @@ PrintTable(std::ostream& os, const std::vector<RunRecord>& runs,
             {
                 row.push_back(Cell(*v));
             }
+        }
+        if (completion)
+        {
+            std::string c = CompletedCell(r);
+            row.push_back(c.empty() ? "-" : c);
         }
         rows.push_back(row);
     }

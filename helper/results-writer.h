@@ -28,8 +28,37 @@ std::string TimeseriesCsv(const std::vector<RunRecord>& runs);
 std::string FlowsCsv(const std::vector<RunRecord>& runs);
 /// The first MetaRoCE QP's per-path windows over time, as CSV; empty if none.
 std::string PathsCsv(const std::vector<RunRecord>& runs);
-/// Writes text to path atomically (temporary file + rename).
-void WriteFileAtomically(const std::string& path, const std::string& text);
+
+/**
+ * The files one run writes: FILE.json and, beside it, FILE.csv and optional companions
+ * (FILE-paths.csv, ...). Check() proves before anything is simulated that every one of them
+ * can be written: it refuses (InputError) a path that exists and is not a regular file (a
+ * folder, a device, a symbolic link: never replaced or written through), a folder that is
+ * missing or in which no file can be created, and a name too long to hold a temporary
+ * beside it. Commit() writes every file to a temporary in its folder (created exclusively,
+ * so nothing that exists is opened) and only then renames them all into place: a run
+ * leaves all of its files or none.
+ */
+class OutputFiles
+{
+  public:
+    /// jsonPath: the --out argument; "" writes nothing.
+    explicit OutputFiles(std::string jsonPath);
+    const std::string& JsonPath() const { return m_json; }
+    /// FILE.csv for FILE.json (FILE.csv beside any other name); suffix "-paths" etc.
+    std::string CsvPath(const std::string& suffix = "") const;
+    /// Throws InputError naming the option and the reason if any output cannot be written.
+    void Check() const;
+    /// Queues text for path (one of this set's paths); empty text writes no file.
+    void Add(const std::string& path, std::string text);
+    /// Writes every queued file (temporaries, then renames); throws std::runtime_error.
+    void Commit();
+
+  private:
+    std::vector<std::string> AllPaths() const;
+    std::string m_json;
+    std::vector<std::pair<std::string, std::string>> m_files;
+};
 /// Prints the records as an aligned table of the chosen columns (metrics or counters).
 void PrintTable(std::ostream& os, const std::vector<RunRecord>& runs,
                 const std::vector<std::string>& columns);

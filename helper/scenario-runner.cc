@@ -5,6 +5,7 @@
 #include "model/fabric/raw-traffic.h"
 #include "model/metaroce/metaroce-queue-pair.h"
 #include "rdma-helper.h"
+#include "run-watchdog.h"
 
 #include "ns3/config.h"
 #include "ns3/log.h"
@@ -20,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <sstream>
 #include <sys/resource.h>
 
 namespace ns3
@@ -167,6 +169,213 @@ ScheduleFaults(Fabric& fabric, const std::vector<FaultSpec>& faults)
     }
 }
 
+/**
+ * Runs a workload's simulation under a RunWatchdog: the run ends when the workload stops
+ * the simulator, at its time limit, on a stall, at the wall-clock limit or on a broken
+ * invariant (an InvariantViolation is thrown). With the invariant checker on, Drain then
+ * lets the last acknowledgements arrive (after the workload took its metrics, so they do
+ * not change) and checks that every queue pair ends with nothing unacknowledged and that
+ * every posted byte was placed once.
+ */
+class RunSupervisor
+{
+  public:
+    RunSupervisor(const RunSpec& spec, const Fabric& fabric, const std::vector<Ptr<RdmaNic>>* nics,
+                  Time start)
+        : m_spec(spec)
+        , m_fabric(fabric)
+        , m_nics(nics)
+        , m_dog(fabric, nics, Config(spec, nics, start))
+    {
+        if (spec.checkInvariants)
+        {
+            if (nics != nullptr)
+            {
+                for (const auto& nic : *nics)
+                {
+                    nic->TraceConnectWithoutContext(
+                        "InvariantViolation", MakeCallback(&RunSupervisor::OnViolation, this));
+                }
+            }
+            m_dog.AddPeriodicCheck([this]() { return RunWatchdog::CheckSwitches(m_fabric); });
+        }
+    }
+
+    ~RunSupervisor()
+    {
+        if (m_spec.checkInvariants && m_nics != nullptr)
+        {
+            for (const auto& nic : *m_nics)
+            {
+                nic->TraceDisconnectWithoutContext("InvariantViolation",
+                                                   MakeCallback(&RunSupervisor::OnViolation, this));
+            }
+        }
+    }
+
+    /// Simulates until the end; `done` says whether the workload finished.
+    /// hardLimit false: the simulation is not stopped at `limit` (raw traffic stops sending
+    /// there, and its frames in flight still arrive).
+    RunEnd Run(ProgressReporter& progress, Time limit, const std::function<bool()>& done,
+               bool hardLimit = true)
+    {
+        m_dog.Start(limit);
+        progress.Start(m_spec.scenario + "/" + m_spec.variant, limit);
+        if (hardLimit)
+        {
+            Simulator::Stop(limit - Simulator::Now());
+        }
+        Simulator::Run();
+        progress.Finish();
+        ThrowIfViolated();
+        if (m_spec.checkInvariants)
+        {
+            Fail(RunWatchdog::CheckSwitches(m_fabric));
+        }
+        // The watchdog's verdict (a stall, the wall limit) stands even if the workload would
+        // count as done by its own test.
+        m_end = m_dog.Decided() ? m_dog.End() : done() ? RunEnd::Completed : RunEnd::Duration;
+        m_diagnosis = m_dog.Diagnosis();
+        if (m_end == RunEnd::Duration && Simulator::Now() < limit)
+        {
+            // Nothing left to happen, yet the work is not done.
+            m_end = RunEnd::Stalled;
+            m_diagnosis = "no event left to simulate at " +
+                          std::to_string(Simulator::Now().GetNanoSeconds() / 1e3) + " us; " +
+                          RunWatchdog::Diagnose(m_fabric, m_nics);
+        }
+        return m_end;
+    }
+
+    /// After the workload took its metrics: records how the run ended (metric "ended_by")
+    /// and, if it did not complete, `left` (what work is left) with the reason on
+    /// rec.unfinished; then drains (see the class comment).
+    void Finish(RunRecord& rec, const std::string& left)
+    {
+        rec.metrics["ended_by"] = ToString(m_end);
+        rec.expectUnfinished = m_spec.expectUnfinished;
+        if (m_end != RunEnd::Completed)
+        {
+            rec.unfinished = left + "; ended by " + ToString(m_end) +
+                             (m_diagnosis.empty() ? "" : ": " + m_diagnosis);
+        }
+        Drain();
+    }
+
+  private:
+    void Drain()
+    {
+        if (!m_spec.checkInvariants || m_nics == nullptr || m_end != RunEnd::Completed)
+        {
+            return;
+        }
+        const Time until =
+            Simulator::Now() + MicroSeconds(1) * (m_spec.stallUs > 0 ? m_spec.stallUs : 10000);
+        const Time step = MicroSeconds(1);
+        std::function<void()> poll = [&]()
+        {
+            if (Unacknowledged() == 0)
+            {
+                Simulator::Stop();
+                return;
+            }
+            if (Simulator::Now() + step < until)
+            {
+                Simulator::Schedule(step, poll);
+            }
+        };
+        Simulator::Schedule(step, poll);
+        // The run's own limit may still stop the simulator on the way: go on until drained.
+        while (Unacknowledged() > 0 && Simulator::Now() < until)
+        {
+            Simulator::Stop(until - Simulator::Now());
+            Simulator::Run();
+            ThrowIfViolated();
+        }
+        if (Unacknowledged() > 0)
+        {
+            Fail("a completed run ends with messages unacknowledged " +
+                 std::to_string((until - Simulator::Now()).GetMicroSeconds()) +
+                 " us later (rule: every QP ends with nothing unacknowledged): " +
+                 RunWatchdog::Diagnose(m_fabric, m_nics));
+        }
+        uint64_t posted = 0;
+        uint64_t placed = 0;
+        for (const auto& nic : *m_nics)
+        {
+            posted += nic->GetPostedBytes();
+            placed += nic->GetPlacedBytes();
+        }
+        if (posted != placed)
+        {
+            Fail(std::to_string(posted) + " bytes posted, " + std::to_string(placed) +
+                 " placed (rule: every posted byte delivered exactly once)");
+        }
+        Fail(RunWatchdog::CheckSwitches(m_fabric));
+    }
+
+    static RunWatchdog::Config Config(const RunSpec& spec, const std::vector<Ptr<RdmaNic>>* nics,
+                                      Time start)
+    {
+        RunWatchdog::Config c;
+        c.stallUs = nics != nullptr ? spec.stallUs : 0;
+        c.maxWallS = spec.maxWallS;
+        c.startAt = start;
+        for (const auto& f : spec.faults)
+        {
+            c.faultTimes.push_back(MicroSeconds(1) * f.atUs);
+            if (f.untilUs >= 0)
+            {
+                c.faultTimes.push_back(MicroSeconds(1) * f.untilUs);
+            }
+        }
+        return c;
+    }
+
+    uint64_t Unacknowledged() const
+    {
+        uint64_t n = 0;
+        for (const auto& nic : *m_nics)
+        {
+            for (uint32_t q = 1; q <= nic->GetNQueuePairs(); ++q)
+            {
+                Ptr<QueuePair> qp = nic->GetQueuePair(q);
+                n += qp ? qp->GetPendingSends() : 0;
+            }
+        }
+        return n;
+    }
+
+    void OnViolation(const std::string& what) { m_dog.Violation(what); }
+
+    void ThrowIfViolated() const
+    {
+        if (m_dog.Violated())
+        {
+            throw InvariantViolation(m_spec.scenario + "/" + m_spec.variant + ": " +
+                                     m_dog.Diagnosis());
+        }
+    }
+
+    void Fail(const std::string& what) const
+    {
+        if (!what.empty())
+        {
+            std::ostringstream os;
+            os << m_spec.scenario << "/" << m_spec.variant << ": at "
+               << Simulator::Now().GetNanoSeconds() / 1e3 << " us: " << what;
+            throw InvariantViolation(os.str());
+        }
+    }
+
+    const RunSpec& m_spec;
+    const Fabric& m_fabric;
+    const std::vector<Ptr<RdmaNic>>* m_nics;
+    RunWatchdog m_dog;
+    RunEnd m_end{RunEnd::Duration};
+    std::string m_diagnosis;
+};
+
 /// Raw traffic: returns the workload's metrics and counters.
 void
 RunRaw(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress,
@@ -207,9 +416,11 @@ RunRaw(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
             }
         }
     }
-    progress.Start(spec.scenario + "/" + spec.variant, stop);
-    Simulator::Run();
-    progress.Finish();
+    // Frames in flight at the end still arrive: the run ends when the fabric is empty.
+    RunSupervisor supervisor(spec, fabric, nullptr, Time(0));
+    supervisor.Run(
+        progress, stop, []() { return true; }, false);
+    const double endedUs = Simulator::Now().GetNanoSeconds() / 1e3;
 
     uint64_t sent = 0;
     uint64_t received = 0;
@@ -241,6 +452,9 @@ RunRaw(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
                     {"packets_sent", sent},
                     {"packets_delivered", received},
                     {"out_of_order", outOfOrder}};
+    std::ostringstream left;
+    left << "traffic stopped at " << endedUs << " of " << spec.durationUs << " us";
+    supervisor.Finish(rec, left.str());
     for (auto& ep : eps)
     {
         ep->Dispose();
@@ -495,12 +709,11 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     }
 
     Time limit = MicroSeconds(1) * spec.durationUs;
-    progress.Start(spec.scenario + "/" + spec.variant, limit);
-    Simulator::Stop(limit);
-    Simulator::Run();
-    progress.Finish();
+    RunSupervisor supervisor(spec, fabric, &setup.nics, PicoSeconds(startPs));
+    supervisor.Run(progress, limit, [&]() { return completed == total && !victimPending; });
 
-    // Metrics.
+    // Metrics: rates cover completed messages only, from the workload's start to the last
+    // completion; bytes of unfinished messages are counted apart (bytes_delivered).
     uint64_t bytes = 0;
     QueuePair::Counters sum;
     uint64_t stuck = 0;
@@ -544,8 +757,9 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     double spanUs = (lastDonePs - startPs) / 1e6;
     double mean =
         fctUs.empty() ? 0 : std::accumulate(fctUs.begin(), fctUs.end(), 0.0) / fctUs.size();
+    const uint64_t completedBytes = completed * w.messageBytes;
     rec.metrics = {
-        {"goodput_gbps", spanUs > 0 ? bytes * 8.0 / (spanUs * 1e3) : 0.0},
+        {"goodput_gbps", spanUs > 0 ? completedBytes * 8.0 / (spanUs * 1e3) : 0.0},
         {"completion_us", spanUs},
         {"msg_fct_mean_us", mean},
         {"msg_fct_p50_us", Percentile(fctUs, 0.5)},
@@ -553,6 +767,7 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         {"msg_fct_max_us", fctUs.empty() ? 0.0 : fctUs.back()},
         {"messages_completed", completed},
         {"messages_total", total},
+        {"bytes_completed", completedBytes},
         {"bytes_delivered", bytes},
     };
     rec.counters = {
@@ -697,6 +912,11 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
             rec.metrics["steady_queue_bytes"] = n ? tail / n : 0.0;
         }
     }
+    std::ostringstream left;
+    left << total - completed << " of " << total << " messages unfinished"
+         << (victimPending ? " and the victim message" : "") << " (" << stuck << " of "
+         << qps.size() << " QPs)";
+    supervisor.Finish(rec, left.str());
 }
 
 /// A collective over a list of sizes, each repeated `iterations` times, back to back.
@@ -782,10 +1002,8 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     };
     Simulator::ScheduleNow(next);
     Time limit = MicroSeconds(1) * spec.durationUs;
-    progress.Start(spec.scenario + "/" + spec.variant, limit);
-    Simulator::Stop(limit);
-    Simulator::Run();
-    progress.Finish();
+    RunSupervisor supervisor(spec, fabric, &nics, Time(0));
+    supervisor.Run(progress, limit, [&]() { return sizeIdx == w.sizes.size(); });
 
     QueuePair::Counters sum = comm.SendCounters();
     std::vector<RunRecord> out;
@@ -834,6 +1052,15 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
         out[0].counters["retransmitted_packets"] = sum.retransmittedPackets;
         out[0].counters["timeouts"] = sum.timeouts;
         out[0].counters["data_packets_sent"] = sum.dataPacketsSent;
+        std::ostringstream left;
+        left << w.sizes.size() - std::min(sizeIdx, w.sizes.size()) << " of " << w.sizes.size()
+             << " sizes unfinished (from " << (sizeIdx < w.sizes.size() ? w.sizes[sizeIdx] : 0)
+             << " bytes on)";
+        supervisor.Finish(out[0], left.str());
+        for (auto& r : out)
+        {
+            r.metrics["ended_by"] = out[0].metrics["ended_by"];
+        }
     }
     return out;
 }
@@ -943,10 +1170,8 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
     };
     Simulator::ScheduleNow(startStage);
     Time limit = MicroSeconds(1) * spec.durationUs;
-    progress.Start(spec.scenario + "/" + spec.variant, limit);
-    Simulator::Stop(limit);
-    Simulator::Run();
-    progress.Finish();
+    RunSupervisor supervisor(spec, fabric, &nics, Time(0));
+    supervisor.Run(progress, limit, [&]() { return iteration == job.iterations; });
 
     auto mean = [](const std::vector<double>& v)
     { return v.empty() ? -1.0 : std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
@@ -978,7 +1203,18 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
             sent.Add(comm->SendCounters());
         }
         rec.metrics["payload_bytes_posted"] = sent.bytesPosted; // all groups, all iterations
+        rec.metrics["iterations"] = job.iterations;
         out.push_back(rec);
+    }
+    if (!out.empty())
+    {
+        std::ostringstream left;
+        left << job.iterations - iteration << " of " << job.iterations << " iterations unfinished";
+        supervisor.Finish(out[0], left.str());
+        for (auto& r : out)
+        {
+            r.metrics["ended_by"] = out[0].metrics["ended_by"];
+        }
     }
     return out;
 }

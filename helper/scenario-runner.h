@@ -9,6 +9,7 @@
 #include "scenario.h"
 
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <vector>
 
 namespace ns3
@@ -27,6 +28,17 @@ struct RunRecord
     nlohmann::json timeseries; //!< optional: [{time_us, goodput_gbps, ...}]
     nlohmann::json flows;      //!< optional: [{src, dst, bytes, fct_us}]
     nlohmann::json paths;      //!< optional: the first QP's paths over time (MetaRoCE)
+    /// What the run left undone ("" if nothing): one line for the warning on stderr.
+    std::string unfinished;
+    bool expectUnfinished{false}; //!< the scenario declares that unfinished work is expected
+};
+
+/// An invariant of the model was broken (a bug, not bad input): the message names the QP or
+/// switch, the rule and the simulated time.
+class InvariantViolation : public std::runtime_error
+{
+  public:
+    using std::runtime_error::runtime_error;
 };
 
 /// Runs one variant; a collective sweep gives one record per message size.

@@ -497,6 +497,9 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
     r.String("description", "");
     run.seed = r.UInt("seed", 1, 1, (1ULL << 53));
     run.durationUs = r.Number("duration_us", 1e-3, 1e12);
+    run.stallUs = r.Number("stall_us", 10000.0, 0.0, 1e12);
+    run.expectUnfinished = r.Bool("expect_unfinished", false);
+    run.checkInvariants = r.Bool("check_invariants", true);
     run.topology = ParseTopology(r.Raw("topology"), "topology");
     JsonReader w = r.Object("workload");
     run.workloadKind = w.Choice("kind", {"raw", "streams", "collective", "job"});

@@ -134,7 +134,13 @@ struct RunSpec
     bool flowsOutput{false};   //!< write per-flow completion times
     std::vector<FaultSpec> faults;
     std::vector<std::string> table; //!< columns of the printed table
-    nlohmann::json resolved;        //!< the scenario JSON of this variant, topology inlined
+    /// No payload placed anywhere for this long while work is outstanding ends the run as
+    /// stalled (0: never); faults restart the interval.
+    double stallUs{10000};
+    bool expectUnfinished{false}; //!< unfinished work is expected (exit 0, not 3)
+    bool checkInvariants{true};   //!< the invariant checker (see RunWatchdog)
+    double maxWallS{0};           //!< wall-clock limit of the run (0: none; command line)
+    nlohmann::json resolved;      //!< the scenario JSON of this variant, topology inlined
 };
 
 struct Scenario

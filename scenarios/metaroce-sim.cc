@@ -4,7 +4,10 @@
  *   metaroce-sim SCENARIO.json [--set key.path=value ...] [--out FILE.json] [--quiet]
  *                [--dry-run]
  *
- * Exit status: 0 done, 2 bad input (the message names the key), 1 anything else.
+ * Exit status: 0 done; 2 bad input (the message names the key; nothing is written); 3 a run
+ * left work unfinished (results are written; one warning line per run on stderr) unless the
+ * scenario says it expects that (expect_unfinished); 4 an invariant of the model was broken
+ * (nothing is written); 1 anything else.
  */
 #include "helper/json-reader.h"
 #include "helper/results-writer.h"
@@ -20,6 +23,7 @@
 #include "ns3/type-id.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -33,10 +37,12 @@ namespace
 {
 const char* kUsage =
     "usage: metaroce-sim SCENARIO.json [--set key.path=value ...] [--variant NAME ...] "
-    "[--out FILE.json] [--quiet] [--dry-run]\n"
+    "[--out FILE.json] [--max-wall-s S] [--quiet] [--dry-run]\n"
     "  --set      override any scenario key (repeatable), e.g. --set workload.rate_gbps=50\n"
     "  --variant  run only this variant of the scenario (repeatable; default: all)\n"
     "  --out      write results as JSON to FILE.json and as CSV beside it (FILE.csv)\n"
+    "  --max-wall-s  end each run after S seconds of wall time (its work then counts as\n"
+    "             unfinished: exit 3)\n"
     "  --quiet    no progress on stderr\n"
     "  --dry-run  validate, print the resolved scenario and the fabric's size, run nothing\n";
 
@@ -46,6 +52,7 @@ struct Options
     std::vector<std::string> sets;
     std::vector<std::string> variants;
     std::string out;
+    double maxWallS{0};
     bool quiet{false};
     bool dryRun{false};
 };
@@ -95,6 +102,19 @@ ParseArgs(int argc, char* argv[])
         {
             o.out = a.substr(6);
         }
+        else if (a == "--max-wall-s" || a.rfind("--max-wall-s=", 0) == 0)
+        {
+            std::string v = a == "--max-wall-s" ? value(a) : a.substr(13);
+            char* end = nullptr;
+            errno = 0;
+            double x = std::strtod(v.c_str(), &end);
+            if (v.empty() || *end != '\0' || errno != 0 || !(x > 0) || x > 1e9)
+            {
+                throw InputError("--max-wall-s: must be a number of seconds in (0, 1e9], got '" +
+                                 v + "'");
+            }
+            o.maxWallS = x;
+        }
         else if (a == "--quiet")
         {
             o.quiet = true;
@@ -119,14 +139,6 @@ ParseArgs(int argc, char* argv[])
     if (o.scenario.empty())
     {
         throw InputError("no scenario file given");
-    }
-    if (!o.out.empty())
-    {
-        auto dir = std::filesystem::path(o.out).parent_path();
-        if (!dir.empty() && !std::filesystem::is_directory(dir))
-        {
-            throw InputError("--out: directory '" + dir.string() + "' does not exist");
-        }
     }
     return o;
 }
@@ -168,17 +180,6 @@ SelectVariants(Scenario& sc, const std::vector<std::string>& names)
     sc.runs = std::move(kept);
 }
 
-std::string
-CsvPath(const std::string& out)
-{
-    std::filesystem::path p(out);
-    if (p.extension() == ".json")
-    {
-        p.replace_extension(".csv");
-        return p.string();
-    }
-    return out + ".csv";
-}
 } // namespace
 
 int
@@ -186,11 +187,19 @@ main(int argc, char* argv[])
 {
     Options opt;
     Scenario sc;
+    OutputFiles outputs("");
     try
     {
         opt = ParseArgs(argc, argv);
         sc = LoadScenario(opt.scenario, opt.sets);
         SelectVariants(sc, opt.variants);
+        for (auto& r : sc.runs)
+        {
+            r.maxWallS = opt.maxWallS;
+        }
+        // Every output is proven writable before anything is simulated.
+        outputs = OutputFiles(opt.out);
+        outputs.Check();
     }
     catch (const InputError& e)
     {
@@ -280,32 +289,39 @@ main(int argc, char* argv[])
         PrintTable(std::cout, records, sc.runs.front().table);
         if (!opt.out.empty())
         {
-            WriteFileAtomically(opt.out, ResultsJson(sc.name, records).dump(2) + "\n");
-            WriteFileAtomically(CsvPath(opt.out), ResultsCsv(records));
-            std::string pa = PathsCsv(records);
-            if (!pa.empty())
+            outputs.Add(outputs.JsonPath(), ResultsJson(sc.name, records).dump(2) + "\n");
+            outputs.Add(outputs.CsvPath(), ResultsCsv(records));
+            outputs.Add(outputs.CsvPath("-paths"), PathsCsv(records));
+            outputs.Add(outputs.CsvPath("-flows"), FlowsCsv(records));
+            outputs.Add(outputs.CsvPath("-timeseries"), TimeseriesCsv(records));
+            outputs.Commit();
+        }
+        // Unfinished work is never silent: one line per run, and its own exit status.
+        bool unexpected = false;
+        for (const auto& rec : records)
+        {
+            if (!rec.unfinished.empty())
             {
-                std::string csv = CsvPath(opt.out);
-                WriteFileAtomically(csv.substr(0, csv.size() - 4) + "-paths.csv", pa);
+                std::cerr << "metaroce-sim: warning: " << rec.scenario << "/" << rec.variant
+                          << ": unfinished: " << rec.unfinished
+                          << (rec.expectUnfinished ? " (expected by the scenario)" : "") << "\n";
+                unexpected = unexpected || !rec.expectUnfinished;
             }
-            std::string fl = FlowsCsv(records);
-            if (!fl.empty())
-            {
-                std::string csv = CsvPath(opt.out);
-                WriteFileAtomically(csv.substr(0, csv.size() - 4) + "-flows.csv", fl);
-            }
-            std::string ts = TimeseriesCsv(records);
-            if (!ts.empty())
-            {
-                std::string csv = CsvPath(opt.out);
-                WriteFileAtomically(csv.substr(0, csv.size() - 4) + "-timeseries.csv", ts);
-            }
+        }
+        if (unexpected)
+        {
+            return 3;
         }
     }
     catch (const InputError& e)
     {
         std::cerr << "metaroce-sim: error: " << e.what() << "\n";
         return 2;
+    }
+    catch (const InvariantViolation& e)
+    {
+        std::cerr << "metaroce-sim: invariant violated: " << e.what() << "\n";
+        return 4;
     }
     catch (const std::exception& e)
     {

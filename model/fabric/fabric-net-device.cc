@@ -180,6 +180,7 @@ FabricNetDevice::GetCounters() const
     c.rxPackets = m_rxPackets;
     c.rxBytes = m_rxBytes;
     c.dropLinkDown = m_dropLinkDown;
+    c.dropLinkDownRx = m_dropLinkDownRx;
     c.dropCorrupt = m_dropCorrupt;
     c.maxQueueBytes = m_maxQueueBytes;
     c.pausedPs = m_pausedPs;
@@ -367,6 +368,7 @@ FabricNetDevice::Receive(FabricFrame&& frame)
 {
     if (!m_linkUp)
     {
+        ++m_dropLinkDownRx;
         Drop(frame, FabricDropReason::LinkDown);
         return;
     }

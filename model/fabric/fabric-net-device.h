@@ -130,7 +130,8 @@ class alignas(64) FabricNetDevice final : public NetDevice
         uint64_t txBytes{0}; //!< wire bytes, overhead included
         uint64_t rxPackets{0};
         uint64_t rxBytes{0};
-        uint64_t dropLinkDown{0};
+        uint64_t dropLinkDown{0};   //!< on either side: sent on or arriving at a down link
+        uint64_t dropLinkDownRx{0}; //!< of dropLinkDown: arrived at this port while down
         uint64_t dropCorrupt{0};
         uint64_t maxQueueBytes{0};
         uint64_t pausedPs{0}; //!< time with any traffic class paused
@@ -218,6 +219,7 @@ class alignas(64) FabricNetDevice final : public NetDevice
     FastRng m_rng;
     int64_t m_pauseStartPs{0};
     uint64_t m_dropLinkDown{0};
+    uint64_t m_dropLinkDownRx{0};
     uint64_t m_dropCorrupt{0};
     uint64_t m_pausedPs{0};
     uint64_t m_pauses{0};

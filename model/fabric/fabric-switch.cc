@@ -132,6 +132,7 @@ FabricSwitch::GetCounters() const
     c.forwarded = m_forwarded;
     c.dropBuffer = m_dropBuffer;
     c.dropNoRoute = m_dropNoRoute;
+    c.dropLossless = m_dropLossless;
     c.ecnMarked = m_ecnMarked;
     c.maxBufferUsed = m_maxBufferUsed;
     c.pausesSent = m_pausesSent;
@@ -330,6 +331,7 @@ FabricSwitch::ReceiveFrame(FabricNetDevice* port, FabricFrame&& f)
         (!lossless && static_cast<double>(queued + f.wireBytes) > threshold))
     {
         ++m_dropBuffer;
+        m_dropLossless += lossless ? 1 : 0;
         TraceFrame(m_dropTrace, f, static_cast<uint8_t>(FabricDropReason::BufferFull));
         return;
     }

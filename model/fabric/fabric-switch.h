@@ -83,6 +83,7 @@ class alignas(64) FabricSwitch final : public Node, public FabricFrameReceiver
         uint64_t forwarded{0};
         uint64_t dropBuffer{0};
         uint64_t dropNoRoute{0};
+        uint64_t dropLossless{0}; //!< of dropBuffer: frames of the PFC class (headroom exhausted)
         uint64_t ecnMarked{0};
         uint64_t maxBufferUsed{0};
         uint64_t pausesSent{0};
@@ -145,6 +146,7 @@ class alignas(64) FabricSwitch final : public Node, public FabricFrameReceiver
     uint64_t m_ecnMarked{0};
     uint64_t m_dropBuffer{0};
     uint64_t m_dropNoRoute{0};
+    uint64_t m_dropLossless{0};
     uint64_t m_pausesSent{0};
     uint64_t m_resumesSent{0};
     std::vector<FabricNetDevice*> m_ports; //!< owned through Node's device list

@@ -9,6 +9,8 @@
 #include "ns3/type-id.h"
 #include "ns3/uinteger.h"
 
+#include <sstream>
+
 namespace ns3
 {
 namespace metaroce
@@ -158,6 +160,7 @@ QueuePair::PostSend(uint64_t bytes, uint16_t stream, CompletionHandler onSent)
     m_sendQueue.PushBack(std::move(m));
     ++m_counters.messagesPosted;
     m_counters.bytesPosted += bytes;
+    m_nic->NotePosted(bytes);
     OnPosted();
     return m_sendQueue.Back().seq;
 }
@@ -209,6 +212,7 @@ QueuePair::Place(const RdmaHeaderData& h, uint32_t payload, bool trackPlacement)
     }
     rm.received += payload;
     m_counters.bytesDelivered += payload;
+    m_nic->NotePlaced(payload);
     bool whole = trackPlacement ? rm.placed.all() : h.offset + payload >= rm.bytes;
     if (whole)
     {
@@ -230,6 +234,16 @@ QueuePair::ReleaseReceives(uint16_t stream)
         if (it == m_recv.end() || !it->second.complete)
         {
             return;
+        }
+        if (it->second.received != it->second.bytes)
+        {
+            // Exactly once: a complete message holds each of its bytes once.
+            std::ostringstream os;
+            os << "NIC " << m_nic->GetNicId() << " QP " << m_qpn << " (from NIC " << m_remoteNic
+               << "): message " << next << " of stream " << stream << " completed with "
+               << it->second.received << " of its " << it->second.bytes
+               << " bytes placed (rule: every posted byte delivered exactly once)";
+            m_nic->ReportViolation(os.str());
         }
         RdmaCompletion c;
         c.stream = stream;

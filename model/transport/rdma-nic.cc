@@ -2,6 +2,7 @@
 
 #include "ns3/abort.h"
 #include "ns3/log.h"
+#include "ns3/trace-source-accessor.h"
 
 namespace ns3
 {
@@ -17,7 +18,12 @@ RdmaNic::GetTypeId()
     static TypeId tid = TypeId("ns3::metaroce::RdmaNic")
                             .SetParent<Object>()
                             .SetGroupName("MetaRoce")
-                            .AddConstructor<RdmaNic>();
+                            .AddConstructor<RdmaNic>()
+                            .AddTraceSource("InvariantViolation",
+                                            "A queue pair of this NIC broke a delivery invariant "
+                                            "(the text names the QP, the rule and the values).",
+                                            MakeTraceSourceAccessor(&RdmaNic::m_violationTrace),
+                                            "ns3::metaroce::RdmaNic::ViolationTracedCallback");
     return tid;
 }
 

@@ -13,6 +13,7 @@
 
 #include "ns3/node.h"
 #include "ns3/object.h"
+#include "ns3/traced-callback.h"
 
 #include <vector>
 
@@ -65,6 +66,16 @@ class alignas(64) RdmaNic final : public Object, public FabricFrameReceiver
     void NotifyLinkChange(FabricNetDevice* port, bool up) override;
 
     uint64_t GetUnknownQpDrops() const { return m_unknownQp; }
+    /// A queue pair placed `bytes` of new payload (duplicates excluded): the progress a run's
+    /// stall watchdog looks for.
+    void NotePlaced(uint32_t bytes) { m_placedBytes += bytes; }
+    uint64_t GetPlacedBytes() const { return m_placedBytes; }
+    /// A queue pair of this NIC posted a message of `bytes` (for the delivery invariant).
+    void NotePosted(uint64_t bytes) { m_postedBytes += bytes; }
+    uint64_t GetPostedBytes() const { return m_postedBytes; }
+    /// A queue pair of this NIC found a delivery invariant broken (a model bug).
+    void ReportViolation(const std::string& what) { m_violationTrace(what); }
+    typedef void (*ViolationTracedCallback)(const std::string& what);
 
   protected:
     void DoDispose() override;
@@ -87,8 +98,11 @@ class alignas(64) RdmaNic final : public Object, public FabricFrameReceiver
     std::vector<Port> m_ports;
     std::vector<uint32_t> m_readyMask; //!< per QPN: ports whose round robin holds it
     uint32_t m_nicId{0};
+    uint64_t m_placedBytes{0};
     mutable double m_upCapacityBps{-1}; //!< see GetUpCapacityBps; < 0: recompute
     uint64_t m_unknownQp{0};
+    uint64_t m_postedBytes{0};
+    TracedCallback<const std::string&> m_violationTrace;
 };
 
 } // namespace metaroce
