@@ -977,10 +977,14 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     std::size_t sizeIdx = 0;
     uint32_t iter = 0;
     std::function<void()> next;
+    const uint32_t perSize = w.warmupIterations + w.iterations;
     std::function<void(const CollectiveResult&)> onDone = [&](const CollectiveResult& r)
     {
-        results[sizeIdx].iters.push_back(r);
-        if (++iter == w.iterations)
+        if (iter >= w.warmupIterations)
+        {
+            results[sizeIdx].iters.push_back(r); // timed
+        }
+        if (++iter == perSize)
         {
             iter = 0;
             ++sizeIdx;
@@ -996,7 +1000,7 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     };
     next = [&]()
     {
-        bool last = sizeIdx + 1 == w.sizes.size() && iter + 1 == w.iterations;
+        bool last = sizeIdx + 1 == w.sizes.size() && iter + 1 == perSize;
         comm.Start(CollectiveOpOf(w.op), CollectiveAlgorithmOf(w.algorithm), w.sizes[sizeIdx],
                    onDone, last);
     };
@@ -1017,7 +1021,15 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
         rec.metrics["size_bytes"] = w.sizes[i];
         rec.metrics["count"] = w.sizes[i] / 4; // nccl-tests' float elements
         rec.metrics["op"] = w.op;
+        // nccl-tests' columns: float elements, sum where the op reduces, no root, and no data
+        // to check (the simulator moves no values): #wrong is N/A, as with nccl-tests -c 0.
+        rec.metrics["type"] = "float";
+        rec.metrics["redop"] = w.op == "allreduce" || w.op == "reducescatter" ? "sum" : "none";
+        rec.metrics["root"] = -1;
+        rec.metrics["wrong"] = "N/A";
         rec.metrics["ranks"] = n;
+        rec.metrics["warmup_iterations"] = w.warmupIterations;
+        rec.metrics["iterations"] = w.iterations;
         if (it.size() < w.iterations)
         {
             // The duration limit ended the sweep before this size finished.
@@ -1220,8 +1232,11 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
 }
 } // namespace
 
+namespace
+{
+/// One world: builds the fabric, runs the workload, collects the fabric's counters.
 std::vector<RunRecord>
-RunScenario(const RunSpec& spec, ProgressReporter& progress)
+RunWorld(const RunSpec& spec, ProgressReporter& progress)
 {
     auto wall0 = std::chrono::steady_clock::now();
     uint64_t startRss = PeakRssBytes();
@@ -1310,6 +1325,30 @@ RunScenario(const RunSpec& spec, ProgressReporter& progress)
     fabric.reset();
     Simulator::Destroy();
     return recs;
+}
+} // namespace
+
+std::vector<RunRecord>
+RunScenario(const RunSpec& spec, ProgressReporter& progress)
+{
+    if (spec.workloadKind != "collective")
+    {
+        return RunWorld(spec, progress);
+    }
+    // Each size in a world of its own, seeded alike: a size's result cannot depend on the
+    // sizes run before it (no congestion-control, rate-hint or queue state carries over).
+    // Warm-up iterations within a size play nccl-tests' part.
+    std::vector<RunRecord> out;
+    for (uint64_t size : spec.collective.sizes)
+    {
+        RunSpec one = spec;
+        one.collective.sizes = {size};
+        for (auto& rec : RunWorld(one, progress))
+        {
+            out.push_back(std::move(rec));
+        }
+    }
+    return out;
 }
 
 } // namespace metaroce

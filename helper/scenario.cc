@@ -308,6 +308,7 @@ ParseCollective(const JsonReader& w, const TopologySpec& topo)
     {
         w.Fail("ranks_per_host", "must divide the number of ranks");
     }
+    c.warmupIterations = static_cast<uint32_t>(w.UInt("warmup_iterations", 0, 0, 1000));
     c.iterations = static_cast<uint32_t>(w.UInt("iterations", 1, 1, 1000));
     c.channels = static_cast<uint32_t>(w.UInt("channels", 0, 0, 64));
     c.qpsPerConnection = static_cast<uint32_t>(w.UInt("qps_per_connection", 1, 1, 64));
@@ -547,8 +548,18 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
     }
     else if (run.workloadKind == "collective")
     {
-        run.table = {"size_bytes",         "algorithm",          "time_us",
-                     "algbw_gbytes_per_s", "busbw_gbytes_per_s", "rank_spread_us"};
+        // nccl-tests' layout (size, count, type, redop, root, time, algbw, busbw, #wrong),
+        // with the algorithm the run used.
+        run.table = {"size_bytes",
+                     "count",
+                     "type",
+                     "redop",
+                     "root",
+                     "algorithm",
+                     "time_us",
+                     "algbw_gbytes_per_s",
+                     "busbw_gbytes_per_s",
+                     "wrong"};
     }
     else
     {

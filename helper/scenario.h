@@ -65,10 +65,11 @@ struct CollectiveWorkloadSpec
     uint32_t ranks{0};     //!< 0: every NIC
     std::string placement; //!< contiguous, strided, random
     uint32_t stride{1};
-    std::vector<uint32_t> nics; //!< explicit placement: rank i runs on NIC nics[i]
-    uint32_t ranksPerHost{1};   //!< how NCCL would see the ranks (algorithm choice)
-    uint32_t iterations{1};
-    uint32_t channels{0}; //!< 0: NCCL's rule
+    std::vector<uint32_t> nics;   //!< explicit placement: rank i runs on NIC nics[i]
+    uint32_t ranksPerHost{1};     //!< how NCCL would see the ranks (algorithm choice)
+    uint32_t warmupIterations{0}; //!< run before the timed ones, as nccl-tests' -w
+    uint32_t iterations{1};       //!< timed, averaged (nccl-tests' -n)
+    uint32_t channels{0};         //!< 0: NCCL's rule
     uint32_t qpsPerConnection{1};
     double reducePsPerByte{0};
 };

@@ -158,6 +158,35 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run([incast, "--quiet", "--set", "check_invariants=false"] + small)
     check(r.returncode == 0, f"check_invariants false: the same run completes ({r.returncode})")
 
+# A collective size's result does not depend on the sizes run before it (each size runs in a
+# world of its own); warm-up iterations run before the timed ones, as in nccl-tests.
+with tempfile.TemporaryDirectory() as tmp:
+    for name, size in [("alltoall", 8388608), ("allreduce", 2097152)]:
+        scen = os.path.join(ROOT, "scenarios", f"collectives-64gpu-{name}.json")
+        times = []
+        for sizes in [[size], [8, 32768, 524288, size]]:
+            out = os.path.join(tmp, f"{name}-{len(sizes)}.json")
+            r = run([scen, "--quiet", "--variant", "MetaRoCE", "--set", f"workload.sizes_bytes={json.dumps(sizes)}",
+                     "--out", out])
+            check(r.returncode == 0, f"{name} {sizes}: exit 0 ({r.stderr.strip()[:200]})")
+            if r.returncode == 0:
+                runs = json.load(open(out))["runs"]
+                times.append([x["metrics"]["time_us"] for x in runs if x["metrics"]["size_bytes"] == size][0])
+        if len(times) == 2:
+            check(abs(times[0] - times[1]) <= 0.01 * times[0],
+                  f"{name} {size} B: the same alone and after smaller sizes ({times})")
+    scen = os.path.join(ROOT, "scenarios", "collectives-64gpu-allreduce.json")
+    sim_us = []
+    for warm in [0, 2]:
+        out = os.path.join(tmp, f"warm{warm}.json")
+        r = run([scen, "--quiet", "--variant", "MetaRoCE", "--set", "workload.sizes_bytes=[32768]",
+                 "--set", f"workload.warmup_iterations={warm}", "--out", out])
+        m = json.load(open(out))["runs"][0]
+        sim_us.append(m["cost"]["simulated_us"])
+        check(m["metrics"]["warmup_iterations"] == warm and m["metrics"]["completed"],
+              f"warmup_iterations={warm} recorded and completed")
+    check(sim_us[1] > 2 * sim_us[0] * 0.9, f"two warm-up iterations run before the timed one: {sim_us}")
+
 if failures:
     print(f"{len(failures)} failed")
     sys.exit(1)
