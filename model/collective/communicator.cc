@@ -1,7 +1,9 @@
 #include "communicator.h"
 
+#include "collective-plan.h"
 #include "model/core/fast-simulator-impl.h"
 #include "model/transport/rdma-nic.h"
+#include "model/transport/scale-up.h"
 
 #include "ns3/abort.h"
 #include "ns3/log.h"
@@ -124,176 +126,6 @@ BusBwFactor(CollectiveOp op, uint32_t n)
     return op == CollectiveOp::AllReduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
 }
 
-// ---------------------------------------------------------------- internal structures
-
-// A plan lives for every rank at once while its collective runs (an all-to-all over 100k
-// ranks has 25 M queues), so it is held in flat per-rank arrays: no allocation per queue
-// or per message.
-
-/// One message a rank sends; it may go once deps[depBegin, depBegin + nDeps) have arrived.
-struct SendOp // 16 bytes
-{
-    uint64_t bytes : 63;
-    uint64_t reduce : 1;
-    uint32_t depBegin;
-    uint32_t nDeps;
-};
-
-/// A stream's identity at a rank: the peer and the channel.
-inline uint64_t
-StreamKey(uint32_t peer, uint32_t channel)
-{
-    return static_cast<uint64_t>(peer) << 32 | channel;
-}
-
-/// (in queue, message index) a send waits for.
-struct Dep
-{
-    uint32_t in;
-    uint32_t index;
-};
-
-struct OutQueue // 28 bytes: a rank of a 64-rank all-to-all has 252 of them
-{
-    uint32_t peer{0};
-    uint16_t channel{0};
-    bool active{false};
-    uint16_t window{1};
-    uint16_t inflight{0};
-    uint32_t opBegin{0}; //!< ops[opBegin, opBegin + nOps) of the rank, contiguous
-    uint32_t nOps{0};
-    uint32_t next{0}; //!< of nOps
-    uint32_t acked{0};
-};
-
-/// A message stream a rank expects from a peer on a channel, and which messages arrived:
-/// up to 64 in one inline word (most queues expect a few), more in an array.
-class InQueue // 24 bytes
-{
-  public:
-    InQueue(uint32_t peer, uint16_t channel, uint32_t expected)
-        : m_peer(peer)
-        , m_channel(channel)
-        , m_expected(expected)
-    {
-        if (m_expected > 64)
-        {
-            m_bits.words = new uint64_t[(m_expected + 63) / 64]();
-        }
-    }
-
-    InQueue(InQueue&& o) noexcept
-        : m_peer(o.m_peer)
-        , m_channel(o.m_channel)
-        , m_expected(o.m_expected)
-        , m_base(o.m_base)
-        , m_bits(o.m_bits)
-    {
-        o.m_expected = 0; // the array, if any, is ours now
-    }
-
-    InQueue& operator=(InQueue&& o) noexcept
-    {
-        if (this != &o)
-        {
-            Free();
-            m_peer = o.m_peer;
-            m_channel = o.m_channel;
-            m_expected = o.m_expected;
-            m_base = o.m_base;
-            m_bits = o.m_bits;
-            o.m_expected = 0;
-        }
-        return *this;
-    }
-
-    InQueue(const InQueue&) = delete;
-    InQueue& operator=(const InQueue&) = delete;
-
-    ~InQueue() { Free(); }
-
-    uint32_t Peer() const { return m_peer; }
-    uint32_t Channel() const { return m_channel; }
-    uint32_t Expected() const { return m_expected; }
-    uint64_t Key() const { return StreamKey(m_peer, m_channel); }
-    uint64_t Base() const { return m_base; }
-
-    void SetBase(uint64_t base)
-    {
-        NS_ABORT_MSG_IF(base > UINT32_MAX, "collective: over 2^32 messages on one channel");
-        m_base = static_cast<uint32_t>(base);
-    }
-
-    bool Test(uint64_t i) const
-    {
-        return ((m_expected > 64 ? m_bits.words[i >> 6] : m_bits.word) >> (i & 63)) & 1;
-    }
-
-    void Set(uint64_t i)
-    {
-        (m_expected > 64 ? m_bits.words[i >> 6] : m_bits.word) |= 1ULL << (i & 63);
-    }
-
-  private:
-    void Free()
-    {
-        if (m_expected > 64)
-        {
-            delete[] m_bits.words;
-        }
-    }
-
-    uint32_t m_peer;
-    uint16_t m_channel;
-    uint32_t m_expected;
-    uint32_t m_base{0}; //!< the connection's messages on this channel before this collective
-
-    union Bits
-    {
-        uint64_t word;
-        uint64_t* words;
-    } m_bits{0};
-};
-
-static_assert(sizeof(SendOp) == 16 && sizeof(OutQueue) == 28 && sizeof(InQueue) == 24,
-              "plan records grew");
-
-struct RankState
-{
-    std::vector<OutQueue> out;
-    std::vector<SendOp> ops;
-    std::vector<Dep> deps;
-    //! sorted by (peer, channel) once the plan is built, so an arrival finds its queue by
-    //! binary search
-    std::vector<InQueue> in;
-    //! waitList[waitStart[i] .. waitStart[i + 1]): the out queues (ascending) with a message
-    //! that waits for in queue i; an arrival re-examines only those, not every queue of the
-    //! rank (all-to-all has hundreds)
-    std::vector<uint32_t> waitStart;
-    std::vector<uint32_t> waitList;
-    std::size_t nextToActivate{0};
-    uint32_t activeLimit{UINT32_MAX};
-    uint32_t active{0};
-    uint64_t pending{0}; //!< sends not acked + receives not arrived
-    uint64_t sentBytes{0};
-    bool done{false};
-    int64_t donePs{0};
-};
-
-namespace
-{
-/// Activates out queues in order while the rank has room (NCCL's p2p peers in flight).
-void
-ActivateQueues(RankState& rs)
-{
-    while (rs.nextToActivate < rs.out.size() && rs.active < rs.activeLimit)
-    {
-        rs.out[rs.nextToActivate++].active = true;
-        ++rs.active;
-    }
-}
-} // namespace
-
 struct Communicator::Run
 {
     CollectiveResult result;
@@ -308,6 +140,7 @@ struct Communicator::Run
 Communicator::Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<RdmaNic>>* nics,
                            QueuePairFactory qpFactory, CollectiveConfig cfg)
     : m_ranks(std::move(ranks))
+    , m_layout(std::make_unique<HostLayout>())
     , m_nics(nics)
     , m_qpFactory(std::move(qpFactory))
     , m_cfg(cfg)
@@ -316,6 +149,12 @@ Communicator::Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<Rd
     // channels as streams; pinned ones (RoCEv2) need a QP per channel.
     TypeId::AttributeInformation info;
     m_multiplexed = !m_qpFactory.GetTypeId().LookupAttributeByName("Port", &info);
+    for (uint32_t nic : m_ranks)
+    {
+        const ScaleUpFabric* su = m_cfg.scaleUp;
+        m_layout->host.push_back(su != nullptr ? su->HostOf(nic) : nic);
+        m_layout->local.push_back(su != nullptr ? su->LocalOf(nic) : 0);
+    }
     if (m_cfg.maxChannels == 0)
     {
         // NCCL: channels per net peer = ceil(NIC bandwidth / 14 GB/s).
@@ -382,9 +221,23 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
     RdmaNic* a = NicOf(src);
     RdmaNic* b = NicOf(dst);
     uint32_t planes = a->GetNPorts();
-    Ptr<QueuePair> qa = m_qpFactory.Create();
-    Ptr<QueuePair> qb = m_qpFactory.Create();
-    if (!m_multiplexed)
+    Ptr<QueuePair> qa;
+    Ptr<QueuePair> qb;
+    const ScaleUpFabric* su = m_cfg.scaleUp;
+    if (su != nullptr && su->SameHost(m_ranks[src], m_ranks[dst]))
+    {
+        // Same host: over the scale-up domain, never through the NICs' ports.
+        auto [sa, sb] = su->hosts[su->HostOf(m_ranks[src])]->Connect(su->LocalOf(m_ranks[src]),
+                                                                     su->LocalOf(m_ranks[dst]));
+        qa = sa;
+        qb = sb;
+    }
+    else
+    {
+        qa = m_qpFactory.Create();
+        qb = m_qpFactory.Create();
+    }
+    if (!m_multiplexed && DynamicCast<ScaleUpQueuePair>(qa) == nullptr)
     {
         // A pinned QP per channel: channels spread over the planes, as NCCL spreads
         // channels over NICs.
@@ -541,418 +394,7 @@ Communicator::Select(CollectiveOp op, uint64_t bytes) const
     return tree < ring ? CollectiveAlgorithm::Tree : CollectiveAlgorithm::Ring;
 }
 
-// ---------------------------------------------------------------- plans
-
-namespace
-{
-/// Splits `bytes` into `parts` sizes that differ by at most one byte.
-uint64_t
-PartOf(uint64_t bytes, uint64_t parts, uint64_t i)
-{
-    return bytes / parts + (i < bytes % parts ? 1 : 0);
-}
-
-/// A new in queue. Planners never expect two streams from the same (peer, channel): the
-/// plan check (CheckPlan) aborts if one did.
-uint32_t
-AddIn(RankState& r, uint32_t peer, uint32_t channel, uint64_t expected)
-{
-    NS_ABORT_MSG_IF(expected > UINT32_MAX, "collective plan: too many messages in one stream");
-    NS_ABORT_MSG_IF(channel > UINT16_MAX, "collective plan: channel out of range");
-    r.in.emplace_back(peer, static_cast<uint16_t>(channel), static_cast<uint32_t>(expected));
-    return static_cast<uint32_t>(r.in.size() - 1);
-}
-
-/// A new out queue; AddOp then appends its messages (a queue's are contiguous).
-void
-AddOut(RankState& r, uint32_t peer, uint32_t channel, uint32_t window)
-{
-    NS_ABORT_MSG_IF(channel > UINT16_MAX, "collective plan: channel out of range");
-    NS_ABORT_MSG_IF(window == 0 || window > UINT16_MAX, "collective plan: window out of range");
-    NS_ABORT_MSG_IF(r.ops.size() >= UINT32_MAX, "collective plan: too many messages");
-    OutQueue q;
-    q.peer = peer;
-    q.channel = static_cast<uint16_t>(channel);
-    q.window = static_cast<uint16_t>(window);
-    q.opBegin = static_cast<uint32_t>(r.ops.size());
-    r.out.push_back(q);
-}
-
-/// A message of the last out queue; AddDep then appends what it waits for.
-void
-AddOp(RankState& r, uint64_t bytes, bool reduce)
-{
-    NS_ABORT_MSG_IF(r.ops.size() >= UINT32_MAX || r.deps.size() >= UINT32_MAX,
-                    "collective plan: too many messages");
-    SendOp op;
-    op.bytes = bytes;
-    op.reduce = reduce;
-    op.depBegin = static_cast<uint32_t>(r.deps.size());
-    op.nDeps = 0;
-    r.ops.push_back(op);
-    ++r.out.back().nOps;
-}
-
-void
-AddDep(RankState& r, uint32_t in, uint64_t index)
-{
-    NS_ABORT_MSG_IF(index > UINT32_MAX, "collective plan: too many messages in one stream");
-    r.deps.push_back(Dep{in, static_cast<uint32_t>(index)});
-    ++r.ops.back().nDeps;
-}
-
-/// Ring reduce-scatter / all-gather / all-reduce: each rank sends to the next and receives from
-/// the previous; per channel, steps x slices messages; a step's slice forwards the slice the
-/// previous step received.
-void
-PlanRing(std::vector<RankState>& ranks, CollectiveOp op, uint64_t bytes, uint32_t channels,
-         const CollectiveConfig& cfg)
-{
-    const uint32_t k = static_cast<uint32_t>(ranks.size());
-    const uint32_t steps = op == CollectiveOp::AllReduce ? 2 * (k - 1) : k - 1;
-    for (uint32_t ch = 0; ch < channels; ++ch)
-    {
-        uint64_t chBytes = PartOf(bytes, channels, ch);
-        uint64_t chunkMax = (chBytes + k - 1) / k;
-        uint64_t slices =
-            std::max<uint64_t>(1, (chunkMax + cfg.ringSliceBytes - 1) / cfg.ringSliceBytes);
-        for (uint32_t r = 0; r < k; ++r)
-        {
-            uint32_t next = (r + 1) % k;
-            uint32_t prev = (r + k - 1) % k;
-            RankState& rs = ranks[r];
-            uint32_t in = AddIn(rs, prev, ch, static_cast<uint64_t>(steps) * slices);
-            AddOut(rs, next, ch, cfg.ringSlicesInFlight);
-            for (uint32_t s = 0; s < steps; ++s)
-            {
-                // The chunk rank r handles at step s: reduce-scatter sends (r - s), all-gather
-                // (r + 1 - s') after it; the index only sizes the chunk.
-                uint32_t chunk = (r + 2 * k - s) % k;
-                uint64_t chunkBytes = PartOf(chBytes, k, chunk);
-                for (uint64_t j = 0; j < slices; ++j)
-                {
-                    AddOp(rs, PartOf(chunkBytes, slices, j),
-                          op != CollectiveOp::AllGather &&
-                              s < (op == CollectiveOp::AllReduce ? k - 1 : steps) && s > 0);
-                    if (s > 0)
-                    {
-                        AddDep(rs, in, (s - 1) * slices + j);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Double binary tree all-reduce: two trees, each half the data; a heap-ordered binary tree
-/// over the ranks and its mirror, so a leaf of one is interior in the other. Reduce up to the
-/// root chunk by chunk, then broadcast down.
-void
-PlanTree(std::vector<RankState>& ranks, uint64_t bytes, uint32_t channels,
-         const CollectiveConfig& cfg)
-{
-    const uint32_t k = static_cast<uint32_t>(ranks.size());
-    // NCCL runs tree 0 on channels [0, n) and tree 1 on [n, 2n).
-    uint32_t perTree = std::max<uint32_t>(1, channels);
-    for (uint32_t t = 0; t < 2; ++t)
-    {
-        auto rankOf = [&](uint32_t node) { return t == 0 ? node : k - 1 - node; };
-        uint64_t treeBytes = PartOf(bytes, 2, t);
-        for (uint32_t c = 0; c < perTree; ++c)
-        {
-            uint32_t ch = t * perTree + c;
-            uint64_t chBytes = PartOf(treeBytes, perTree, c);
-            uint64_t chunks =
-                std::max<uint64_t>(1, (chBytes + cfg.treeChunkBytes - 1) / cfg.treeChunkBytes);
-            for (uint32_t node = 0; node < k; ++node)
-            {
-                uint32_t r = rankOf(node);
-                RankState& rs = ranks[r];
-                std::vector<uint32_t> kids;
-                for (uint32_t kid : {2 * node + 1, 2 * node + 2})
-                {
-                    if (kid < k)
-                    {
-                        kids.push_back(rankOf(kid));
-                    }
-                }
-                std::vector<uint32_t> fromKids;
-                for (uint32_t kid : kids)
-                {
-                    fromKids.push_back(AddIn(rs, kid, ch, chunks));
-                }
-                int32_t fromParent = -1;
-                if (node > 0)
-                {
-                    uint32_t parent = rankOf((node - 1) / 2);
-                    fromParent = static_cast<int32_t>(AddIn(rs, parent, ch, chunks));
-                    AddOut(rs, parent, ch, cfg.treeChunksInFlight);
-                    for (uint64_t j = 0; j < chunks; ++j)
-                    {
-                        AddOp(rs, PartOf(chBytes, chunks, j), !kids.empty());
-                        for (uint32_t q : fromKids)
-                        {
-                            AddDep(rs, q, j);
-                        }
-                    }
-                }
-                for (uint32_t kid : kids)
-                {
-                    AddOut(rs, kid, ch, cfg.treeChunksInFlight);
-                    for (uint64_t j = 0; j < chunks; ++j)
-                    {
-                        AddOp(rs, PartOf(chBytes, chunks, j), false);
-                        if (fromParent >= 0)
-                        {
-                            AddDep(rs, static_cast<uint32_t>(fromParent), j);
-                        }
-                        else
-                        {
-                            for (uint32_t q : fromKids) // the root: once the chunk is reduced
-                            {
-                                AddDep(rs, q, j);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// PAT-like all-gather / reduce-scatter over log2(k) steps (Bruck's algorithm, any k): at
-/// distance d = 1, 2, 4, ... an all-gather step sends everything gathered so far (min(d, k-d)
-/// blocks of S/k) to rank r - d and receives as much from r + d; a reduce-scatter runs the
-/// same steps in reverse order and direction, each step reducing before it forwards. A step
-/// waits for the whole message of the step before it.
-void
-PlanPat(std::vector<RankState>& ranks, CollectiveOp op, uint64_t bytes, uint32_t channels,
-        const CollectiveConfig& cfg)
-{
-    const uint32_t k = static_cast<uint32_t>(ranks.size());
-    std::vector<uint32_t> dists;
-    for (uint32_t d = 1; d < k; d <<= 1)
-    {
-        dists.push_back(d);
-    }
-    if (op == CollectiveOp::ReduceScatter)
-    {
-        std::reverse(dists.begin(), dists.end());
-    }
-    for (uint32_t ch = 0; ch < channels; ++ch)
-    {
-        uint64_t chBytes = PartOf(bytes, channels, ch);
-        for (uint32_t r = 0; r < k; ++r)
-        {
-            RankState& rs = ranks[r];
-            int32_t prevIn = -1;
-            uint64_t prevPieces = 0;
-            for (uint32_t d : dists)
-            {
-                bool ag = op == CollectiveOp::AllGather;
-                uint32_t to = ag ? (r + k - d) % k : (r + d) % k;
-                uint32_t from = ag ? (r + d) % k : (r + k - d) % k;
-                uint64_t blocks = std::min<uint64_t>(d, k - d);
-                uint64_t stepBytes = chBytes * blocks / k;
-                uint64_t pieces = std::max<uint64_t>(1, (stepBytes + cfg.ringSliceBytes - 1) /
-                                                            cfg.ringSliceBytes);
-                AddOut(rs, to, ch, cfg.ringSlicesInFlight);
-                for (uint64_t j = 0; j < pieces; ++j)
-                {
-                    AddOp(rs, PartOf(stepBytes, pieces, j), !ag && prevIn >= 0);
-                    for (uint64_t q = 0; prevIn >= 0 && q < prevPieces; ++q)
-                    {
-                        AddDep(rs, static_cast<uint32_t>(prevIn), q);
-                    }
-                }
-                // The matching receive: this step's message from `from` (distances 1, 2, 4, ...
-                // are distinct modulo k, so every step has its own peers).
-                prevIn = static_cast<int32_t>(AddIn(rs, from, ch, pieces));
-                prevPieces = pieces;
-            }
-        }
-    }
-}
-
-/// NCCL's p2p peer order for rank r of k: groups of 8 ranks, group deltas in NCCL's
-/// quadratic sequence, then local deltas 0..7.
-std::vector<uint32_t>
-PeerSchedule(uint32_t r, uint32_t k)
-{
-    const uint32_t g = 8;
-    uint32_t nGroups = (k + g - 1) / g;
-    uint32_t pow2 = 1;
-    while (pow2 < nGroups)
-    {
-        pow2 <<= 1;
-    }
-    std::vector<uint32_t> order;
-    uint32_t delta = 0;
-    for (uint32_t round = 0, seen = 0; seen < nGroups; ++round)
-    {
-        if (delta < nGroups)
-        {
-            ++seen;
-            for (uint32_t d = 0; d < g; ++d)
-            {
-                uint32_t group = (r / g + delta) % nGroups;
-                uint32_t peer = group * g + (r % g + d) % g;
-                if (peer < k && peer != r)
-                {
-                    order.push_back(peer);
-                }
-            }
-        }
-        delta = (delta + round + 1) % pow2;
-    }
-    // Ranks a partial last group made unreachable through the pattern are appended.
-    std::vector<bool> have(k, false);
-    for (uint32_t p : order)
-    {
-        have[p] = true;
-    }
-    for (uint32_t p = 0; p < k; ++p)
-    {
-        if (p != r && !have[p])
-        {
-            order.push_back(p);
-        }
-    }
-    return order;
-}
-
-/// All-to-all: S / k bytes to every peer in NCCL's schedule, each peer's share split over
-/// NCCL's channels per peer, in 128 KiB chunks (smaller for small messages), at most
-/// p2pPeersInFlight peers at a time.
-void
-PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, uint32_t maxChannels,
-           const CollectiveConfig& cfg)
-{
-    const uint32_t k = static_cast<uint32_t>(ranks.size());
-    // NCCL: channels per net peer, halved until channelsPerPeer x ceil(peers / 8) fits the
-    // p2p channels.
-    uint32_t perPeerCh = maxChannels;
-    while (perPeerCh > 1 && perPeerCh * ((k - 1 + 7) / 8) > cfg.p2pChannels)
-    {
-        perPeerCh /= 2;
-    }
-    uint64_t perPeer = bytes / k;
-    for (uint32_t r = 0; r < k; ++r)
-    {
-        RankState& rs = ranks[r];
-        rs.activeLimit = cfg.p2pPeersInFlight * perPeerCh;
-        for (uint32_t peer : PeerSchedule(r, k))
-        {
-            for (uint32_t c = 0; c < perPeerCh; ++c)
-            {
-                // Peers start on different channels, so a rank's peers use every channel.
-                uint32_t ch = (peer + c) % maxChannels;
-                uint64_t part = PartOf(perPeer, perPeerCh, c);
-                uint64_t chunk = cfg.p2pChunkBytes;
-                if (part < cfg.p2pChunkBytes)
-                {
-                    chunk = cfg.p2pChunkBytes / 4;
-                }
-                else if (part < 8 * cfg.p2pChunkBytes)
-                {
-                    chunk = cfg.p2pChunkBytes / 2;
-                }
-                uint64_t chunks = std::max<uint64_t>(1, (part + chunk - 1) / chunk);
-                AddOut(rs, peer, ch, cfg.p2pChunksInFlight);
-                for (uint64_t j = 0; j < chunks; ++j)
-                {
-                    AddOp(rs, PartOf(part, chunks, j), false);
-                }
-                AddIn(ranks[peer], r, ch, chunks);
-            }
-        }
-    }
-}
-/// Compacts a rank's plan (it lives as long as the collective, for every rank), sorts its in
-/// queues for lookup and lists each in queue's waiters.
-void
-FinishPlan(RankState& rs)
-{
-    rs.out.shrink_to_fit();
-    rs.ops.shrink_to_fit();
-    rs.deps.shrink_to_fit();
-    const std::size_t nIn = rs.in.size();
-    std::vector<uint64_t> keys;
-    keys.reserve(rs.out.size());
-    for (const auto& q : rs.out)
-    {
-        keys.push_back(StreamKey(q.peer, q.channel));
-    }
-    std::sort(keys.begin(), keys.end());
-    NS_ABORT_MSG_IF(std::adjacent_find(keys.begin(), keys.end()) != keys.end(),
-                    "collective plan: two out queues for one peer and channel");
-    // In queues sorted by (peer, channel); what waits for them follows.
-    std::vector<uint32_t> order(nIn);
-    for (uint32_t i = 0; i < nIn; ++i)
-    {
-        order[i] = i;
-    }
-    std::sort(order.begin(), order.end(),
-              [&rs](uint32_t a, uint32_t b) { return rs.in[a].Key() < rs.in[b].Key(); });
-    std::vector<InQueue> sorted;
-    sorted.reserve(nIn);
-    std::vector<uint32_t> where(nIn);
-    for (uint32_t i = 0; i < nIn; ++i)
-    {
-        NS_ABORT_MSG_IF(i > 0 && rs.in[order[i]].Key() == sorted.back().Key(),
-                        "collective plan: two in queues for one peer and channel");
-        where[order[i]] = i;
-        sorted.push_back(std::move(rs.in[order[i]]));
-    }
-    rs.in.swap(sorted);
-    for (auto& d : rs.deps)
-    {
-        d.in = where[d.in];
-    }
-    // Waiters, in two passes (count, then fill) so the lists take exact room.
-    std::vector<uint32_t> last(nIn, UINT32_MAX);
-    rs.waitStart.assign(nIn + 1, 0);
-    for (int pass = 0; pass < 2; ++pass)
-    {
-        std::vector<uint32_t> fill;
-        if (pass == 1)
-        {
-            for (std::size_t i = 0; i < nIn; ++i)
-            {
-                rs.waitStart[i + 1] += rs.waitStart[i];
-            }
-            rs.waitList.resize(rs.waitStart.back());
-            fill.assign(rs.waitStart.begin(), rs.waitStart.end() - 1);
-            last.assign(nIn, UINT32_MAX);
-        }
-        for (uint32_t qi = 0; qi < rs.out.size(); ++qi)
-        {
-            const OutQueue& q = rs.out[qi];
-            for (uint32_t o = q.opBegin; o < q.opBegin + q.nOps; ++o)
-            {
-                const SendOp& op = rs.ops[o];
-                for (uint32_t d = op.depBegin; d < op.depBegin + op.nDeps; ++d)
-                {
-                    uint32_t in = rs.deps[d].in;
-                    if (last[in] == qi)
-                    {
-                        continue;
-                    }
-                    last[in] = qi;
-                    if (pass == 0)
-                    {
-                        ++rs.waitStart[in + 1];
-                    }
-                    else
-                    {
-                        rs.waitList[fill[in]++] = qi;
-                    }
-                }
-            }
-        }
-    }
-}
-} // namespace
+// The plans (ring, tree, PAT, direct) are built in collective-plan.cc.
 
 // ---------------------------------------------------------------- engine
 
@@ -991,11 +433,11 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
     {
         if (algo == CollectiveAlgorithm::Ring)
         {
-            PlanRing(run.ranks, op, bytes, channels, m_cfg);
+            PlanRing(run.ranks, op, bytes, channels, m_cfg, *m_layout);
         }
         else if (algo == CollectiveAlgorithm::Tree)
         {
-            PlanTree(run.ranks, bytes, channels, m_cfg);
+            PlanTree(run.ranks, bytes, channels, m_cfg, *m_layout);
         }
         else if (algo == CollectiveAlgorithm::Pat)
         {

@@ -9,6 +9,9 @@
  * slices in flight per connection, as NCCL's FIFO of NCCL_STEPS buffers). No global oracle:
  * every decision is a rank's, on its own completions.
  *
+ * Ranks on one host (CollectiveConfig::scaleUp) reach each other over the host's scale-up
+ * domain (ScaleUpQueuePair), the others over the network through their own NICs.
+ *
  * Connections: MetaRoCE multiplexes a communicator's channels as streams of one QP per peer;
  * RoCEv2 opens QpsPerConnection QPs per (peer, channel) and deals messages round-robin over
  * them (NCCL_IB_QPS_PER_CONNECTION, NCCL_IB_SPLIT_DATA_ON_QPS = 0).
@@ -35,6 +38,8 @@ namespace metaroce
 {
 
 class RdmaNic;
+struct ScaleUpFabric;
+struct HostLayout;
 
 enum class CollectiveOp
 {
@@ -79,6 +84,9 @@ struct CollectiveConfig
     uint32_t qpsPerConnection{1}; //!< RoCEv2 only
     double reducePsPerByte{0};    //!< optional reduction time
     uint32_t ranksPerHost{1};     //!< ranks sharing a host, as NCCL's cost model sees them
+    //! accelerator hosts: ranks on one host talk over its scale-up domain, and the planners
+    //! build NCCL's host-aware rings and trees (null: every rank alone on its host)
+    const ScaleUpFabric* scaleUp{nullptr};
 };
 
 /// What one finished collective reports.
@@ -265,6 +273,7 @@ class Communicator
     uint64_t NicBytesPerSecond() const;
 
     std::vector<uint32_t> m_ranks;
+    std::unique_ptr<HostLayout> m_layout; //!< where each rank lives
     const std::vector<Ptr<RdmaNic>>* m_nics;
     QueuePairFactory m_qpFactory;
     CollectiveConfig m_cfg;

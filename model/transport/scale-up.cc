@@ -1,0 +1,216 @@
+#include "scale-up.h"
+
+#include "model/core/fast-simulator-impl.h"
+#include "rdma-nic.h"
+
+#include "ns3/abort.h"
+#include "ns3/log.h"
+#include "ns3/simulator.h"
+#include "ns3/uinteger.h"
+
+#include <algorithm>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_LOG_COMPONENT_DEFINE("ScaleUp");
+NS_OBJECT_ENSURE_REGISTERED(ScaleUpDomain);
+NS_OBJECT_ENSURE_REGISTERED(ScaleUpQueuePair);
+
+TypeId
+ScaleUpDomain::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::metaroce::ScaleUpDomain")
+            .SetParent<Object>()
+            .SetGroupName("MetaRoce")
+            .AddConstructor<ScaleUpDomain>()
+            .AddAttribute("DataRate",
+                          "Each accelerator's scale-up bandwidth per direction. Default: NVIDIA "
+                          "H100 SXM, fourth-generation NVLink, 900 GB/s bidirectional per GPU "
+                          "(NVIDIA's datasheet), i.e. 450 GB/s = 3,600 Gb/s each way.",
+                          DataRateValue(DataRate("3600Gbps")),
+                          MakeDataRateAccessor(&ScaleUpDomain::m_rate), MakeDataRateChecker())
+            .AddAttribute("Latency",
+                          "One-way latency of a chunk through the scale-up switch, after its "
+                          "serialization. Assumption: vendors state only 'sub-microsecond' for "
+                          "NVLink through NVSwitch; 700 ns.",
+                          TimeValue(NanoSeconds(700)), MakeTimeAccessor(&ScaleUpDomain::m_latency),
+                          MakeTimeChecker())
+            .AddAttribute("ChunkBytes",
+                          "Granularity at which messages share an accelerator's egress and "
+                          "ingress. Assumption: 64 KiB (a fraction of NCCL's 512 KiB step, so "
+                          "concurrent transfers interleave; far coarser than NVLink's flits, "
+                          "which would cost events without changing bandwidth sharing).",
+                          UintegerValue(65536), MakeUintegerAccessor(&ScaleUpDomain::m_chunkBytes),
+                          MakeUintegerChecker<uint32_t>(256));
+    return tid;
+}
+
+ScaleUpDomain::ScaleUpDomain() = default;
+ScaleUpDomain::~ScaleUpDomain() = default;
+
+void
+ScaleUpDomain::DoDispose()
+{
+    m_ports.clear();
+    Object::DoDispose();
+}
+
+void
+ScaleUpDomain::SetAccelerators(uint32_t n)
+{
+    m_ports.clear();
+    m_ports.resize(n);
+}
+
+std::pair<Ptr<ScaleUpQueuePair>, Ptr<ScaleUpQueuePair>>
+ScaleUpDomain::Connect(uint32_t a, uint32_t b)
+{
+    NS_ABORT_MSG_IF(a == b || a >= m_ports.size() || b >= m_ports.size(),
+                    "ScaleUpDomain::Connect: accelerators " << a << " and " << b);
+    Ptr<ScaleUpQueuePair> qa = CreateObject<ScaleUpQueuePair>();
+    Ptr<ScaleUpQueuePair> qb = CreateObject<ScaleUpQueuePair>();
+    qa->m_domain = qb->m_domain = this;
+    qa->m_peer = PeekPointer(qb);
+    qb->m_peer = PeekPointer(qa);
+    qa->m_local = qb->m_peerLocal = a;
+    qb->m_local = qa->m_peerLocal = b;
+    return {qa, qb};
+}
+
+int64_t
+ScaleUpDomain::TxPs(uint32_t bytes) const
+{
+    // A chunk of no payload still writes a flag: one 64-byte line.
+    return static_cast<int64_t>(std::max<uint32_t>(bytes, 64) * 8e12 / m_rate.GetBitRate());
+}
+
+void
+ScaleUpDomain::NotifyReady(uint32_t acc, ScaleUpQueuePair* qp)
+{
+    if (qp->m_ready)
+    {
+        return;
+    }
+    qp->m_ready = true;
+    m_ports[acc].ready.PushBack(std::move(qp));
+    Transmit(acc);
+}
+
+void
+ScaleUpDomain::Transmit(uint32_t acc)
+{
+    Port& port = m_ports[acc];
+    while (!port.busy && port.ready.Size() > 0)
+    {
+        ScaleUpQueuePair* qp = port.ready.Front();
+        port.ready.PopFront();
+        RdmaHeaderData h;
+        uint32_t payload = 0;
+        uint64_t index = 0;
+        if (!qp->NextChunk(m_chunkBytes, h, payload, index))
+        {
+            qp->m_ready = false;
+            continue;
+        }
+        // Round robin: back of the line while it has more.
+        port.ready.PushBack(std::move(qp));
+        port.busy = true;
+        port.txBytes += payload;
+        const int64_t now = NowPs();
+        const int64_t tx = TxPs(payload);
+        // The receiver's ingress takes chunks at DataRate too: several senders share it.
+        Port& in = m_ports[qp->m_peerLocal];
+        int64_t arrive = now + tx + m_latency.GetPicoSeconds();
+        int64_t deliver = std::max(arrive, in.ingressFreePs + tx);
+        in.ingressFreePs = deliver;
+        in.rxBytes += payload;
+        ScaleUpQueuePair* peer = qp->m_peer;
+        Simulator::Schedule(PicoSeconds(deliver - now),
+                            [qp, peer, h, payload, index]()
+                            {
+                                peer->Arrive(h, payload);
+                                qp->Acknowledge(index, payload);
+                            });
+        Simulator::Schedule(PicoSeconds(tx), &ScaleUpDomain::TransmitDone, this, acc);
+    }
+}
+
+void
+ScaleUpDomain::TransmitDone(uint32_t acc)
+{
+    m_ports[acc].busy = false;
+    Transmit(acc);
+}
+
+TypeId
+ScaleUpQueuePair::GetTypeId()
+{
+    static TypeId tid = TypeId("ns3::metaroce::ScaleUpQueuePair")
+                            .SetParent<QueuePair>()
+                            .SetGroupName("MetaRoce")
+                            .AddConstructor<ScaleUpQueuePair>();
+    return tid;
+}
+
+ScaleUpQueuePair::ScaleUpQueuePair() = default;
+
+Ptr<QueuePair>
+ScaleUpQueuePair::Clone() const
+{
+    return CreateObject<ScaleUpQueuePair>(); // a fresh, unbound QP: ScaleUpDomain binds them
+}
+
+void
+ScaleUpQueuePair::OnPosted()
+{
+    m_domain->NotifyReady(m_local, this);
+}
+
+bool
+ScaleUpQueuePair::NextChunk(uint32_t chunkBytes, RdmaHeaderData& h, uint32_t& payload,
+                            uint64_t& index)
+{
+    if (m_nextMsg - m_sendQueueBase >= m_sendQueue.Size())
+    {
+        return false;
+    }
+    const SendMessage& m = m_sendQueue.At(static_cast<uint32_t>(m_nextMsg - m_sendQueueBase));
+    payload = static_cast<uint32_t>(std::min<uint64_t>(chunkBytes, m.bytes - m_offset));
+    h.stream = m.stream;
+    h.msgId = m.seq;
+    h.msgBytes = static_cast<uint32_t>(m.bytes);
+    h.offset = m_offset;
+    index = m_nextMsg;
+    m_offset += payload;
+    if (m_offset >= m.bytes)
+    {
+        ++m_nextMsg;
+        m_offset = 0;
+    }
+    ++m_counters.dataPacketsSent;
+    return true;
+}
+
+void
+ScaleUpQueuePair::Arrive(const RdmaHeaderData& h, uint32_t payload)
+{
+    Place(h, payload, false); // chunks of one connection arrive in order
+}
+
+void
+ScaleUpQueuePair::Acknowledge(uint64_t index, uint32_t payload)
+{
+    SendMessage& m = m_sendQueue.At(static_cast<uint32_t>(index - m_sendQueueBase));
+    m.ackedBytes += payload;
+    if (m.ackedBytes == m.bytes && !m.done)
+    {
+        MarkSent(m); // the last chunk: chunks of one connection arrive in order
+    }
+}
+
+} // namespace metaroce
+} // namespace ns3
