@@ -4,6 +4,7 @@
 #include "model/collective/communicator.h"
 #include "model/fabric/raw-traffic.h"
 #include "model/metaroce/metaroce-queue-pair.h"
+#include "model/transport/scale-up.h"
 #include "rdma-helper.h"
 #include "run-watchdog.h"
 
@@ -13,6 +14,7 @@
 #include "ns3/rng-seed-manager.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
+#include "ns3/uinteger.h"
 
 #include <algorithm>
 #include <chrono>
@@ -375,6 +377,39 @@ class RunSupervisor
     RunEnd m_end{RunEnd::Duration};
     std::string m_diagnosis;
 };
+
+/// The scale-up domains of a topology with accelerator hosts (null when every NIC is a host).
+std::unique_ptr<ScaleUpFabric>
+BuildScaleUp(const TopologySpec& t)
+{
+    if (t.acceleratorsPerHost <= 1)
+    {
+        return nullptr;
+    }
+    ObjectFactory f;
+    f.SetTypeId(ScaleUpDomain::GetTypeId());
+    if (t.scaleUpGbps)
+    {
+        f.Set("DataRate", DataRateValue(DataRate(static_cast<uint64_t>(*t.scaleUpGbps * 1e9))));
+    }
+    if (t.scaleUpLatencyNs)
+    {
+        f.Set("Latency", TimeValue(PicoSeconds(static_cast<int64_t>(*t.scaleUpLatencyNs * 1e3))));
+    }
+    if (t.scaleUpChunkBytes)
+    {
+        f.Set("ChunkBytes", UintegerValue(*t.scaleUpChunkBytes));
+    }
+    auto su = std::make_unique<ScaleUpFabric>();
+    su->acceleratorsPerHost = t.acceleratorsPerHost;
+    for (uint32_t h = 0; h < t.nics / t.acceleratorsPerHost; ++h)
+    {
+        Ptr<ScaleUpDomain> d = f.Create<ScaleUpDomain>();
+        d->SetAccelerators(t.acceleratorsPerHost);
+        su->hosts.push_back(d);
+    }
+    return su;
+}
 
 /// Raw traffic: returns the workload's metrics and counters.
 void
@@ -961,11 +996,13 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
             at = (at + stride) % fabric.NumNics();
         }
     }
+    auto scaleUp = BuildScaleUp(spec.topology);
     CollectiveConfig cfg;
+    cfg.scaleUp = scaleUp.get();
     cfg.maxChannels = w.channels;
     cfg.qpsPerConnection = w.qpsPerConnection;
     cfg.reducePsPerByte = w.reducePsPerByte;
-    cfg.ranksPerHost = w.ranksPerHost;
+    cfg.ranksPerHost = scaleUp ? spec.topology.acceleratorsPerHost : w.ranksPerHost;
     Communicator comm(ranks, &nics, qpf, cfg);
 
     struct SizeResult
@@ -1097,6 +1134,10 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
         std::string algorithm;
     };
 
+    auto scaleUp = BuildScaleUp(spec.topology);
+    CollectiveConfig jobCfg;
+    jobCfg.scaleUp = scaleUp.get();
+    jobCfg.ranksPerHost = spec.topology.acceleratorsPerHost;
     std::vector<PhaseRun> phases(job.phases.size());
     for (std::size_t p = 0; p < job.phases.size(); ++p)
     {
@@ -1109,8 +1150,7 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
             {
                 ranks[i] = ph.layout == "contiguous" ? g * ph.groupSize + i : g + i * groups;
             }
-            phases[p].comms.push_back(
-                std::make_unique<Communicator>(ranks, &nics, qpf, CollectiveConfig{}));
+            phases[p].comms.push_back(std::make_unique<Communicator>(ranks, &nics, qpf, jobCfg));
         }
     }
     // Stages: a phase marked with_previous joins the stage before it.

@@ -304,6 +304,13 @@ ParseCollective(const JsonReader& w, const TopologySpec& topo)
         c.ranks = static_cast<uint32_t>(c.nics.size());
     }
     c.ranksPerHost = static_cast<uint32_t>(w.UInt("ranks_per_host", 1, 1, 64));
+    if (topo.acceleratorsPerHost > 1 && w.Has("ranks_per_host") &&
+        c.ranksPerHost != topo.acceleratorsPerHost)
+    {
+        w.Fail("ranks_per_host", "the topology has " + std::to_string(topo.acceleratorsPerHost) +
+                                     " accelerators per host, which is what NCCL sees; drop "
+                                     "this key or make it agree");
+    }
     if ((c.ranks == 0 ? topo.nics : c.ranks) % c.ranksPerHost != 0)
     {
         w.Fail("ranks_per_host", "must divide the number of ranks");

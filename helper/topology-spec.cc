@@ -102,6 +102,33 @@ ParseTopology(const nlohmann::json& j, const std::string& path)
     {
         t.sw = ParseSwitch(r.Object("switch"));
     }
+    t.acceleratorsPerHost = static_cast<uint32_t>(r.UInt("accelerators_per_host", 1, 1, 1024));
+    if (t.nics % t.acceleratorsPerHost != 0)
+    {
+        r.Fail("accelerators_per_host",
+               "must divide nics (" + std::to_string(t.nics) + "): one NIC per accelerator");
+    }
+    if (r.Has("scale_up"))
+    {
+        if (t.acceleratorsPerHost == 1)
+        {
+            r.Fail("scale_up", "needs accelerators_per_host > 1");
+        }
+        JsonReader su = r.Object("scale_up");
+        if (su.Has("gbps"))
+        {
+            t.scaleUpGbps = su.Number("gbps", 0.001, 1e6);
+        }
+        if (su.Has("latency_ns"))
+        {
+            t.scaleUpLatencyNs = su.Number("latency_ns", 0, 1e9);
+        }
+        if (su.Has("chunk_bytes"))
+        {
+            t.scaleUpChunkBytes = static_cast<uint32_t>(su.UInt("chunk_bytes", 256, 1u << 30));
+        }
+        su.Finish();
+    }
     const uint32_t k = t.radix;
     ClosGeometry& g = t.geometry;
     g.sites = t.sites;
@@ -271,6 +298,24 @@ TopologySpec::ToJson() const
         j["aggs_per_pod"] = g.A;
         j["agg_uplinks"] = g.aUp;
         j["cores_per_group"] = g.C;
+    }
+    if (acceleratorsPerHost > 1)
+    {
+        j["accelerators_per_host"] = acceleratorsPerHost;
+        nlohmann::json su = nlohmann::json::object();
+        if (scaleUpGbps)
+        {
+            su["gbps"] = *scaleUpGbps;
+        }
+        if (scaleUpLatencyNs)
+        {
+            su["latency_ns"] = *scaleUpLatencyNs;
+        }
+        if (scaleUpChunkBytes)
+        {
+            su["chunk_bytes"] = *scaleUpChunkBytes;
+        }
+        j["scale_up"] = su;
     }
     if (sites > 1)
     {

@@ -50,6 +50,12 @@ struct TopologySpec
     double usPerKm{5.0};
     double interSiteGbps{0};
     SwitchParams sw;
+    // Accelerator hosts: NIC n serves accelerator n % acceleratorsPerHost of host
+    // n / acceleratorsPerHost, and a host's accelerators share a scale-up domain.
+    uint32_t acceleratorsPerHost{1};
+    std::optional<double> scaleUpGbps; //!< unset: the ScaleUpDomain attribute defaults
+    std::optional<double> scaleUpLatencyNs;
+    std::optional<uint32_t> scaleUpChunkBytes;
     ClosGeometry geometry; //!< derived and validated
 
     /// One-way delay of an inter-site link in ns.

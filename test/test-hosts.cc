@@ -1,0 +1,154 @@
+// Accelerator hosts: NCCL's host-aware rings and trees, and the bytes each link class carries.
+#include "model/collective/collective-plan.h"
+#include "model/collective/communicator.h"
+#include "model/transport/scale-up.h"
+#include "test-util.h"
+
+#include "ns3/string.h"
+
+#include <catch2/catch.hpp>
+#include <map>
+
+using namespace ns3;
+using namespace ns3::metaroce;
+using namespace ns3::metaroce::test;
+
+namespace
+{
+HostLayout
+Hosts(uint32_t hosts, uint32_t perHost)
+{
+    HostLayout l;
+    for (uint32_t r = 0; r < hosts * perHost; ++r)
+    {
+        l.host.push_back(r / perHost);
+        l.local.push_back(r % perHost);
+    }
+    return l;
+}
+} // namespace
+
+TEST_CASE("a channel's ring chains each host's accelerators, rotated by the channel", "[hosts]")
+{
+    HostLayout l = Hosts(2, 4);
+    CHECK(RingOrder(l, 0) == std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7});
+    CHECK(RingOrder(l, 1) == std::vector<uint32_t>{1, 2, 3, 0, 5, 6, 7, 4});
+    CHECK(RingOrder(l, 5) == RingOrder(l, 1));
+    // Over 4 channels every accelerator leaves its host once (the rank before the next
+    // host's first), so every NIC carries one channel's network hop.
+    std::map<uint32_t, int> exits;
+    for (uint32_t ch = 0; ch < 4; ++ch)
+    {
+        auto o = RingOrder(l, ch);
+        for (uint32_t i = 0; i < o.size(); ++i)
+        {
+            if (l.host[o[i]] != l.host[o[(i + 1) % o.size()]])
+            {
+                ++exits[o[i]];
+            }
+        }
+    }
+    CHECK(exits.size() == 8);
+    for (const auto& [r, n] : exits)
+    {
+        CHECK(n == 1);
+    }
+    HostLayout flat = Hosts(5, 1);
+    CHECK(RingOrder(flat, 3) == std::vector<uint32_t>{0, 1, 2, 3, 4});
+}
+
+TEST_CASE("trees span hosts with chains inside, at most 3 children", "[hosts]")
+{
+    HostLayout l = Hosts(4, 4);
+    for (uint32_t t = 0; t < 2; ++t)
+    {
+        for (uint32_t ch = 0; ch < 4; ++ch)
+        {
+            TreeShape tree = MakeTree(l, t, ch);
+            uint32_t roots = 0;
+            uint32_t crossHost = 0;
+            for (uint32_t r = 0; r < 16; ++r)
+            {
+                roots += tree.parent[r] < 0 ? 1 : 0;
+                CHECK(tree.kids[r].size() <= 3);
+                if (tree.parent[r] >= 0 && l.host[r] != l.host[tree.parent[r]])
+                {
+                    ++crossHost;
+                    CHECK(l.local[r] == ch % 4); // a host joins the tree by its chain's head
+                }
+            }
+            CHECK(roots == 1);
+            CHECK(crossHost == 3); // 4 hosts: 3 edges between hosts
+        }
+    }
+    // The mirror: the root host of tree 0 is a leaf host in tree 1.
+    TreeShape t0 = MakeTree(l, 0, 0);
+    TreeShape t1 = MakeTree(l, 1, 0);
+    CHECK(t0.parent[0] < 0);
+    CHECK(t1.parent[0] >= 0);
+}
+
+TEST_CASE("a ring over 2 hosts x 8 accelerators puts NCCL's bytes on each link class",
+          "[hosts][collective]")
+{
+    SimGuard guard;
+    auto topo = SmallFpf(16, 8, 8);
+    RdmaWorld w(topo);
+    std::vector<Ptr<RdmaNic>> nics;
+    for (uint32_t i = 0; i < 16; ++i)
+    {
+        nics.push_back(w.rdma->Nic(i));
+    }
+    ScaleUpFabric su;
+    su.acceleratorsPerHost = 8;
+    for (uint32_t h = 0; h < 2; ++h)
+    {
+        su.hosts.push_back(CreateObject<ScaleUpDomain>());
+        su.hosts.back()->SetAccelerators(8);
+    }
+    QueuePairFactory f;
+    f.SetTypeId("ns3::metaroce::MetaRoceQueuePair");
+    CollectiveConfig cfg;
+    cfg.scaleUp = &su;
+    cfg.maxChannels = 8;
+    std::vector<uint32_t> ranks(16);
+    std::iota(ranks.begin(), ranks.end(), 0u);
+    Communicator comm(ranks, &nics, f, cfg);
+    const uint64_t S = 1 << 20; // 8 channels x 16 chunks of 8 KiB
+    bool done = false;
+    CollectiveResult res;
+    comm.Start(CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, S,
+               [&](const CollectiveResult& r)
+               {
+                   res = r;
+                   done = true;
+                   Simulator::Stop();
+               });
+    Simulator::Run();
+    REQUIRE(done);
+    REQUIRE(res.channels == 8);
+    // NCCL's ring all-reduce: per channel, every rank sends 2(k - 1) chunks of S / (C k) to
+    // its next; of the k = 16 hops of a channel's ring 14 stay in a host and 2 cross.
+    const uint64_t perHop = 2 * 15 * (S / 8 / 16);
+    std::map<uint32_t, uint64_t> net;
+    std::map<uint32_t, uint64_t> up;
+    comm.ForEachQp(
+        [&](const Ptr<QueuePair>& q)
+        {
+            uint32_t nic = q->GetNic()->GetNicId();
+            (DynamicCast<ScaleUpQueuePair>(q) ? up : net)[nic] += q->GetCounters().bytesPosted;
+        });
+    uint64_t netTotal = 0;
+    uint64_t upTotal = 0;
+    for (uint32_t a = 0; a < 16; ++a)
+    {
+        // Each accelerator leaves its host in one channel of eight and stays in the others.
+        CHECK(net[a] == perHop);
+        CHECK(up[a] == 7 * perHop);
+        CHECK(su.hosts[a / 8]->GetTxBytes(a % 8) == 7 * perHop);
+        netTotal += net[a];
+        upTotal += up[a];
+    }
+    CHECK(netTotal == 8 * 2 * perHop);
+    CHECK(upTotal == 8 * 14 * perHop);
+}
