@@ -4,6 +4,8 @@
 
 #include "ns3/uinteger.h"
 
+#include <cmath>
+
 namespace ns3
 {
 namespace metaroce
@@ -32,6 +34,17 @@ RdmaHelper::InstallNics()
     for (uint32_t i = 0; i < m_fabric.NumNics(); ++i)
     {
         auto nic = CreateObject<RdmaNic>();
+        const TopologySpec& t = m_fabric.Spec();
+        if (t.nicTxLatencyNs)
+        {
+            nic->SetAttribute("TxLatency",
+                              TimeValue(PicoSeconds(std::llround(*t.nicTxLatencyNs * 1e3))));
+        }
+        if (t.nicRxLatencyNs)
+        {
+            nic->SetAttribute("RxLatency",
+                              TimeValue(PicoSeconds(std::llround(*t.nicRxLatencyNs * 1e3))));
+        }
         nic->Install(m_fabric.Host(i), i);
         m_nics.push_back(nic);
     }

@@ -274,6 +274,10 @@ RunWatchdog::CheckSwitches(const Fabric& fabric)
         }
         auto c = sw->GetCounters();
         dropped += c.dropBuffer + c.dropNoRoute;
+        if (in == out + dropped + queued && c.dropLossless == 0)
+        {
+            continue; // the common case: no text built
+        }
         const SwitchCoord& at = sw->GetCoord();
         std::ostringstream name;
         name << "switch (site " << at.site << ", plane " << at.plane << ", tier "

@@ -102,6 +102,14 @@ ParseTopology(const nlohmann::json& j, const std::string& path)
     {
         t.sw = ParseSwitch(r.Object("switch"));
     }
+    if (r.Has("nic_tx_latency_ns"))
+    {
+        t.nicTxLatencyNs = r.Number("nic_tx_latency_ns", 0, 1e9);
+    }
+    if (r.Has("nic_rx_latency_ns"))
+    {
+        t.nicRxLatencyNs = r.Number("nic_rx_latency_ns", 0, 1e9);
+    }
     t.acceleratorsPerHost = static_cast<uint32_t>(r.UInt("accelerators_per_host", 1, 1, 1024));
     if (t.nics % t.acceleratorsPerHost != 0)
     {
@@ -298,6 +306,14 @@ TopologySpec::ToJson() const
         j["aggs_per_pod"] = g.A;
         j["agg_uplinks"] = g.aUp;
         j["cores_per_group"] = g.C;
+    }
+    if (nicTxLatencyNs)
+    {
+        j["nic_tx_latency_ns"] = *nicTxLatencyNs;
+    }
+    if (nicRxLatencyNs)
+    {
+        j["nic_rx_latency_ns"] = *nicRxLatencyNs;
     }
     if (acceleratorsPerHost > 1)
     {

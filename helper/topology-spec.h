@@ -53,6 +53,8 @@ struct TopologySpec
     // Accelerator hosts: NIC n serves accelerator n % acceleratorsPerHost of host
     // n / acceleratorsPerHost, and a host's accelerators share a scale-up domain.
     uint32_t acceleratorsPerHost{1};
+    std::optional<double> nicTxLatencyNs; //!< unset: the RdmaNic attribute defaults
+    std::optional<double> nicRxLatencyNs;
     std::optional<double> scaleUpGbps; //!< unset: the ScaleUpDomain attribute defaults
     std::optional<double> scaleUpLatencyNs;
     std::optional<uint32_t> scaleUpChunkBytes;

@@ -73,7 +73,9 @@ FabricChannel::RefreshDelays()
 {
     for (uint32_t d = 0; d < 2; ++d)
     {
-        m_dir[d].handoverPs = m_delayPs + (m_dir[d].to ? m_dir[d].to->GetRxLatencyPs() : 0);
+        // The sender's transmit pipeline and the receiver's lookup both delay the handover.
+        m_dir[d].handoverPs = m_delayPs + (m_dev[d] ? m_dev[d]->GetTxLatencyPs() : 0) +
+                              (m_dir[d].to ? m_dir[d].to->GetRxLatencyPs() : 0);
     }
 }
 

@@ -286,6 +286,16 @@ FabricNetDevice::SetRxLatency(int64_t ps)
 }
 
 void
+FabricNetDevice::SetTxLatency(int64_t ps)
+{
+    m_txLatencyPs = ps;
+    if (m_channel)
+    {
+        m_channel->RefreshDelays();
+    }
+}
+
+void
 FabricNetDevice::TryTransmit(int64_t now)
 {
     // Control frames first, then data unless its class is paused (one data FIFO: a paused

@@ -96,6 +96,10 @@ class alignas(64) FabricNetDevice final : public NetDevice
     /// the link hands a frame over this long after its last bit arrived.
     void SetRxLatency(int64_t ps);
     int64_t GetRxLatencyPs() const { return m_rxLatencyPs; }
+    /// Pipeline latency before the wire (a NIC's transmit processing): the link hands a frame
+    /// over this much later too, without limiting the port's rate.
+    void SetTxLatency(int64_t ps);
+    int64_t GetTxLatencyPs() const { return m_txLatencyPs; }
     /// A port with no link (a partly filled leaf): down, silently, from the start.
     void MarkUnwired() { m_linkUp = false; }
 
@@ -215,6 +219,7 @@ class alignas(64) FabricNetDevice final : public NetDevice
     Ptr<FabricChannel> m_channel;
     DataRate m_rate;
     int64_t m_rxLatencyPs{0};
+    int64_t m_txLatencyPs{0};
     double m_lossRate{0};
     FastRng m_rng;
     int64_t m_pauseStartPs{0};

@@ -12,6 +12,7 @@
 #include "queue-pair.h"
 
 #include "ns3/node.h"
+#include "ns3/nstime.h"
 #include "ns3/object.h"
 #include "ns3/traced-callback.h"
 
@@ -102,6 +103,8 @@ class alignas(64) RdmaNic final : public Object, public FabricFrameReceiver
     mutable double m_upCapacityBps{-1}; //!< see GetUpCapacityBps; < 0: recompute
     uint64_t m_unknownQp{0};
     uint64_t m_postedBytes{0};
+    Time m_txLatency; //!< transmit processing per frame (pipelined)
+    Time m_rxLatency; //!< receive processing per frame (pipelined)
     TracedCallback<const std::string&> m_violationTrace;
 };
 
