@@ -44,7 +44,7 @@ struct TransportCosts
 {
     // A QP pair with one message (4 KiB) through it, from a stream workload's permutation
     // with 1, 16 and 64 QPs per flow (2k-131k QPs): MetaRoCE 3.86 KB, RoCEv2 2.53 KB, the
-    // streams' own record of each pair included.
+    // streams' own record of each pair included (rounded up, as the other costs).
     double streamPair;
     // A collective's QP pair that stays open (an all-to-all of 256 KiB on 128 and 256 ranks,
     // two iterations: 32k-65k pairs, the connection record and the plan included): MetaRoCE
@@ -77,11 +77,15 @@ struct TransportCosts
 constexpr TransportCosts kMetaRoce{3900, 3500, 450, 0.23, 50e3, 5e3, 1.8e3, 30e3, 300};
 constexpr TransportCosts kRoceV2{2600, 2350, 420, 0.065, 16e3, 23e3, 0, 23e3, 0};
 
-// Raw traffic (no transport): an endpoint per host, a record per (flow, plane, entropy).
-// Frames in flight cost about 200 B each (an incast into a 64 MiB buffer: 10.5 MB more RSS
-// for 211 MB more queued), so a port's share of a switch's buffer is the bound there.
+// Raw traffic (no transport): a record per (flow, plane, entropy): 163 B (1k NICs x 8 planes,
+// 1 vs 64 entropies per flow, 5 us: +84 MB for 516k more records). An endpoint per host is
+// not measured apart (600 B assumed: under 1 MB at 1k NICs). Frames cost about 200 B each (an
+// incast into a 64 MiB buffer: 10.5 MB more RSS for 211 MB more queued), and with no
+// congestion control what is sent and not yet delivered piles up: at most what the NICs offer
+// over the run, at most every port's share of its switch's buffer (the same 1k-NIC
+// permutation, one entropy: 72 MB after 5 us, 173 MB after 50 us).
 constexpr double kPerRawEndpoint = 600;
-constexpr double kPerRawFlow = 200;
+constexpr double kPerRawFlow = 170;
 constexpr double kFrameBytesPerByte = 200.0 / 4096;
 
 // A collective plan's records (sizes fixed by static_asserts in communicator.cc), plus a
@@ -432,11 +436,12 @@ EstimatePeakMemory(const RunSpec& spec)
                        std::max<uint32_t>(1, w.entropiesPerFlow);
         nicState = nics * kPerRawEndpoint;
         workload = flows * kPerRawFlow;
-        // Constant-rate frames with no congestion control: queues may fill a port's share of
-        // its switch's buffer.
         double bufferPerPort =
             static_cast<double>(spec.topology.sw.bufferPerPortBytes.value_or(323555));
-        traffic = switchPorts * bufferPerPort * kFrameBytesPerByte;
+        double rateGbps = w.rateGbps > 0 ? w.rateGbps : spec.topology.nicPortGbps;
+        double offered =
+            nics * static_cast<double>(w.planes.size()) * rateGbps * 125 * spec.durationUs;
+        traffic = std::min(switchPorts * bufferPerPort, offered) * kFrameBytesPerByte;
         trafficCap = traffic;
     }
     else
