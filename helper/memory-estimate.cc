@@ -486,15 +486,26 @@ EstimatePeakMemory(const RunSpec& spec)
             cfg.maxChannels = w.channels;
             cfg.qpsPerConnection = w.qpsPerConnection;
             cfg.ranksPerHost = w.ranksPerHost;
-            bool lastUseOnly = w.sizes.size() * w.iterations <= 1;
-            CommunicatorCost cc =
-                CostOfCommunicator(CollectiveOpOf(w.op), CollectiveAlgorithmOf(w.algorithm),
-                                   w.sizes, k, nicBytesPerSecond, cfg, t, lastUseOnly, mtu);
-            trafficCap = static_cast<double>(k) * g.planes * PortCap(c, cc.activePairs / k);
-            workload = cc.planBytes + cc.residual + cc.live;
-            traffic = std::min(cc.traffic, trafficCap);
-            connections = cc.connections;
-            queuePairs = cc.queuePairs;
+            // Each size runs in a world of its own (fabric, NICs and QPs built anew), its
+            // warm-up and timed iterations on one communicator: the largest size's counts.
+            const bool lastUseOnly = w.warmupIterations + w.iterations <= 1;
+            for (uint64_t size : w.sizes)
+            {
+                CommunicatorCost cc =
+                    CostOfCommunicator(CollectiveOpOf(w.op), CollectiveAlgorithmOf(w.algorithm),
+                                       {size}, k, nicBytesPerSecond, cfg, t, lastUseOnly, mtu);
+                double cap = static_cast<double>(k) * g.planes * PortCap(c, cc.activePairs / k);
+                double held = cc.planBytes + cc.residual + cc.live;
+                double flying = std::min(cc.traffic, cap);
+                if (held + flying > workload + traffic)
+                {
+                    workload = held;
+                    traffic = flying;
+                    trafficCap = cap;
+                    connections = cc.connections;
+                    queuePairs = cc.queuePairs;
+                }
+            }
         }
         else
         {
