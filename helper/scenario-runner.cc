@@ -1,6 +1,7 @@
 #include "scenario-runner.h"
 
 #include "fabric-helper.h"
+#include "memory-estimate.h"
 #include "model/collective/communicator.h"
 #include "model/fabric/raw-traffic.h"
 #include "model/metaroce/metaroce-queue-pair.h"
@@ -227,6 +228,7 @@ class RunSupervisor
         {
             Simulator::Stop(limit - Simulator::Now());
         }
+        SetRunPhase("simulating");
         Simulator::Run();
         progress.Finish();
         ThrowIfViolated();
@@ -1285,7 +1287,9 @@ RunWorld(const RunSpec& spec, ProgressReporter& progress)
     RngSeedManager::SetRun(spec.seed);
     UsePicosecondTime();
 
+    SetRunPhase("building the fabric");
     auto fabric = FabricHelper().Build(spec.topology);
+    SetRunPhase("installing the workload");
     int64_t stream = 1;
     stream += fabric->AssignStreams(stream);
     double buildS = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();

@@ -2,14 +2,16 @@
  * metaroce-sim: runs one scenario file and prints its table.
  *
  *   metaroce-sim SCENARIO.json [--set key.path=value ...] [--out FILE.json] [--quiet]
- *                [--dry-run]
+ *                [--dry-run] [--max-memory BYTES|NNG|NNM]
  *
- * Exit status: 0 done; 2 bad input (the message names the key; nothing is written); 3 a run
- * left work unfinished (results are written; one warning line per run on stderr) unless the
- * scenario says it expects that (expect_unfinished); 4 an invariant of the model was broken
- * (nothing is written); 1 anything else.
+ * Exit status: 0 done; 2 bad input (the message names the key; nothing is written) or a run
+ * whose estimated peak memory exceeds the limit; 3 a run left work unfinished (results are
+ * written; one warning line per run on stderr) unless the scenario says it expects that
+ * (expect_unfinished); 4 an invariant of the model was broken (nothing is written); 1 anything
+ * else (an allocation failure names the phase).
  */
 #include "helper/json-reader.h"
+#include "helper/memory-estimate.h"
 #include "helper/results-writer.h"
 #include "helper/scenario-runner.h"
 #include "helper/scenario.h"
@@ -28,6 +30,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <sstream>
 
 using namespace ns3;
@@ -37,14 +40,17 @@ namespace
 {
 const char* kUsage =
     "usage: metaroce-sim SCENARIO.json [--set key.path=value ...] [--variant NAME ...] "
-    "[--out FILE.json] [--max-wall-s S] [--quiet] [--dry-run]\n"
+    "[--out FILE.json] [--max-wall-s S] [--max-memory SIZE] [--quiet] [--dry-run]\n"
     "  --set      override any scenario key (repeatable), e.g. --set workload.rate_gbps=50\n"
     "  --variant  run only this variant of the scenario (repeatable; default: all)\n"
     "  --out      write results as JSON to FILE.json and as CSV beside it (FILE.csv)\n"
     "  --max-wall-s  end each run after S seconds of wall time (its work then counts as\n"
     "             unfinished: exit 3)\n"
     "  --quiet    no progress on stderr\n"
-    "  --dry-run  validate, print the resolved scenario and the fabric's size, run nothing\n";
+    "  --dry-run  validate, print the resolved scenario, the fabric's size and the estimated\n"
+    "             peak memory, run nothing\n"
+    "  --max-memory  refuse (exit 2) a run whose estimated peak memory exceeds SIZE (bytes, or\n"
+    "             with K, M, G, T: 512M, 20G); default: MemAvailable in /proc/meminfo\n";
 
 struct Options
 {
@@ -55,6 +61,7 @@ struct Options
     double maxWallS{0};
     bool quiet{false};
     bool dryRun{false};
+    MemoryLimit memory; //!< --max-memory, if given
 };
 
 Options
@@ -122,6 +129,11 @@ ParseArgs(int argc, char* argv[])
         else if (a == "--dry-run")
         {
             o.dryRun = true;
+        }
+        else if (a == "--max-memory" || a.rfind("--max-memory=", 0) == 0)
+        {
+            std::string v = a == "--max-memory" ? value("--max-memory") : a.substr(13);
+            o.memory = {ParseMemorySize(v, "--max-memory"), "--max-memory", true};
         }
         else if (!a.empty() && a[0] == '-')
         {
@@ -207,6 +219,11 @@ main(int argc, char* argv[])
                   << "(try --help)\n";
         return 2;
     }
+    catch (const std::bad_alloc&)
+    {
+        std::cerr << "metaroce-sim: " << OutOfMemoryMessage(sc.runs) << "\n";
+        return 1;
+    }
     // Same event order as ns-3's own scheduler and simulator, less work per event (see
     // BucketScheduler, FastSimulatorImpl). ns-3's NS_GLOBAL_VALUE="SchedulerType=...;
     // SimulatorImplementationType=..." picks others (to compare them); applied here because
@@ -263,14 +280,27 @@ main(int argc, char* argv[])
                 switches += n;
                 ports += n * g.PortsInTier(t);
             }
+            MemoryEstimate mem = EstimatePeakMemory(r);
             nlohmann::json j = {
                 {"variant", r.variant},
                 {"resolved", r.resolved},
                 {"fabric",
-                 {{"topology", r.topology.ToJson()}, {"switches", switches}, {"ports", ports}}}};
+                 {{"topology", r.topology.ToJson()}, {"switches", switches}, {"ports", ports}}},
+                {"estimated_peak_memory_bytes", mem.bytes},
+                {"estimated_peak_memory", FormatBytes(mem.bytes)},
+                {"memory_estimate", mem.ToJson()}};
             std::cout << j.dump(2) << "\n";
         }
         return 0;
+    }
+
+    // Refused before anything is built: a run that cannot fit would otherwise end minutes
+    // later in an allocation failure.
+    const MemoryLimit limit = opt.memory.known ? opt.memory : AvailableMemory();
+    if (std::string why = MemoryRefusal(sc.runs, limit); !why.empty())
+    {
+        std::cerr << "metaroce-sim: error: " << why << "\n";
+        return 2;
     }
 
     try
@@ -279,6 +309,11 @@ main(int argc, char* argv[])
         std::vector<RunRecord> records;
         for (const auto& run : sc.runs)
         {
+            SetRunPhase("building the fabric", run.variant);
+            if (!opt.quiet)
+            {
+                std::cerr << "metaroce-sim: " << EstimateLine(run, limit) << "\n";
+            }
             for (auto& rec : RunScenario(run, progress))
             {
                 records.push_back(std::move(rec));
@@ -287,6 +322,7 @@ main(int argc, char* argv[])
         std::cout << "# " << sc.name << (sc.description.empty() ? "" : ": " + sc.description)
                   << "\n";
         PrintTable(std::cout, records, sc.runs.front().table);
+        SetRunPhase("writing results", "");
         if (!opt.out.empty())
         {
             outputs.Add(outputs.JsonPath(), ResultsJson(sc.name, records).dump(2) + "\n");
@@ -322,6 +358,11 @@ main(int argc, char* argv[])
     {
         std::cerr << "metaroce-sim: invariant violated: " << e.what() << "\n";
         return 4;
+    }
+    catch (const std::bad_alloc&)
+    {
+        std::cerr << "metaroce-sim: " << OutOfMemoryMessage(sc.runs) << "\n";
+        return 1;
     }
     catch (const std::exception& e)
     {

@@ -158,9 +158,15 @@ Communicator::Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<Rd
     if (m_cfg.maxChannels == 0)
     {
         // NCCL: channels per net peer = ceil(NIC bandwidth / 14 GB/s).
-        m_cfg.maxChannels = static_cast<uint32_t>(
-            std::max<uint64_t>(1, (NicBytesPerSecond() + 14000000000ULL - 1) / 14000000000ULL));
+        m_cfg.maxChannels = DefaultChannels(NicBytesPerSecond());
     }
+}
+
+uint32_t
+Communicator::DefaultChannels(uint64_t nicBytesPerSecond)
+{
+    return static_cast<uint32_t>(
+        std::max<uint64_t>(1, (nicBytesPerSecond + 14000000000ULL - 1) / 14000000000ULL));
 }
 
 Communicator::~Communicator() = default;
@@ -346,27 +352,40 @@ Communicator::SendCounters() const
 uint32_t
 Communicator::ChannelsFor(uint64_t bytes) const
 {
+    return ChannelsFor(bytes, m_cfg.maxChannels);
+}
+
+uint32_t
+Communicator::ChannelsFor(uint64_t bytes, uint32_t maxChannels)
+{
     // NCCL trims channels for small messages: a channel wants 512 threads x 64 B (Simple).
     uint64_t c = std::max<uint64_t>(1, bytes / (512 * 64));
-    return static_cast<uint32_t>(std::min<uint64_t>(c, m_cfg.maxChannels));
+    return static_cast<uint32_t>(std::min<uint64_t>(c, maxChannels));
 }
 
 CollectiveAlgorithm
 Communicator::Select(CollectiveOp op, uint64_t bytes) const
 {
+    return SelectFor(op, bytes, Size(), NicBytesPerSecond(), m_cfg);
+}
+
+CollectiveAlgorithm
+Communicator::SelectFor(CollectiveOp op, uint64_t bytes, uint32_t ranks, uint64_t nicBytesPerSecond,
+                        const CollectiveConfig& cfg)
+{
     if (op == CollectiveOp::AllToAll)
     {
         return CollectiveAlgorithm::Direct;
     }
-    if (Size() < 3)
+    if (ranks < 3)
     {
         return CollectiveAlgorithm::Ring;
     }
     // NCCL's model counts network steps between hosts; PAT needs one rank per host. (Every
     // rank here has its own NIC: ranksPerHost only changes how the choice is made.)
-    const double ppn = m_cfg.ranksPerHost;
-    const double nodes = std::max(1.0, Size() / ppn);
-    if (op != CollectiveOp::AllReduce && m_cfg.ranksPerHost > 1)
+    const double ppn = cfg.ranksPerHost;
+    const double nodes = std::max(1.0, ranks / ppn);
+    if (op != CollectiveOp::AllReduce && cfg.ranksPerHost > 1)
     {
         return CollectiveAlgorithm::Ring;
     }
@@ -375,8 +394,8 @@ Communicator::Select(CollectiveOp op, uint64_t bytes) const
         // One rank per host (every rank has its own NIC here): NCCL weighs PAT against ring.
         // Ring: (n-1) steps at 14 us, algbw = busbw x n / (n-1). PAT: log2(n) x 14 / 3.5 us
         // + 2.8 us x n, algbw = busbw x 0.75 x n / (n-1) (tuning.cc).
-        const double n = Size();
-        const double bw = static_cast<double>(NicBytesPerSecond()) * n / (n - 1);
+        const double n = ranks;
+        const double bw = static_cast<double>(nicBytesPerSecond) * n / (n - 1);
         double ring = 8.4e-6 + (n - 1) * 14e-6 + bytes / bw;
         double pat = 8e-6 + std::log2(n) * 14e-6 / 3.5 + 2.8e-6 * n + bytes / (0.75 * bw);
         return pat < ring ? CollectiveAlgorithm::Pat : CollectiveAlgorithm::Ring;
@@ -385,8 +404,8 @@ Communicator::Select(CollectiveOp op, uint64_t bytes) const
     // Ring: 2(n-1) network steps at 14 us, x1.4 "ring plateau" when multi-node; algbw =
     // busbw x n / (2(n-1)). Tree: 2 log2(n) steps; algbw = busbw / 2.
     const double lat = 14e-6;
-    const double n = Size();
-    const double bw = static_cast<double>(NicBytesPerSecond());
+    const double n = ranks;
+    const double bw = static_cast<double>(nicBytesPerSecond);
     const double intra = 3.4e-6; // NVLink step latency (Simple)
     double ring = 1.4 * (8.4e-6 + 2 * (nodes - 1) * lat + 2 * (n - nodes) * intra) +
                   bytes / (bw * n / (2 * (n - 1)));

@@ -129,6 +129,14 @@ class Communicator
     CollectiveAlgorithm Select(CollectiveOp op, uint64_t bytes) const;
     uint32_t ChannelsFor(uint64_t bytes) const;
 
+    /// Select and ChannelsFor without a communicator: for `ranks` ranks on NICs of
+    /// `nicBytesPerSecond` (what a run's memory estimate needs before anything is built).
+    static CollectiveAlgorithm SelectFor(CollectiveOp op, uint64_t bytes, uint32_t ranks,
+                                         uint64_t nicBytesPerSecond, const CollectiveConfig& cfg);
+    static uint32_t ChannelsFor(uint64_t bytes, uint32_t maxChannels);
+    /// NCCL's channels per net peer when CollectiveConfig::maxChannels is 0.
+    static uint32_t DefaultChannels(uint64_t nicBytesPerSecond);
+
     /// QPs the communicator opened so far.
     uint64_t QueuePairs() const { return m_qps; }
     /// Visit every sending QP that is open (for counters).
