@@ -194,12 +194,11 @@ ShapeOf(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes, uint32_t k,
     {
         cfg.maxChannels = Communicator::DefaultChannels(nicBytesPerSecond);
     }
-    if (algo == CollectiveAlgorithm::Auto)
-    {
-        algo = Communicator::SelectFor(op, bytes, k, nicBytesPerSecond, cfg);
-    }
+    const CollectiveChoice choice =
+        Communicator::ChooseFor(op, algo, bytes, k, nicBytesPerSecond, cfg);
+    algo = choice.algorithm;
     const double qpc = std::max<uint32_t>(1, cfg.qpsPerConnection);
-    const uint32_t channels = Communicator::ChannelsFor(bytes, cfg.maxChannels);
+    const uint32_t channels = choice.channels;
     double perRank = 0; // plan bytes of one rank
     if (algo == CollectiveAlgorithm::Ring)
     {

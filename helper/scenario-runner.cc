@@ -1088,6 +1088,12 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
         double algbw = t > 0 ? w.sizes[i] / (t * 1e-6) / 1e9 : 0.0;
         rec.metrics["completed"] = true;
         rec.metrics["algorithm"] = ToString(it[0].algorithm);
+        // What NCCL would run it with, and NCCL's own estimate (the wire carries Simple).
+        rec.metrics["protocol"] = ToString(it[0].protocol);
+        if (it[0].ncclModelUs >= 0)
+        {
+            rec.metrics["nccl_model_us"] = it[0].ncclModelUs;
+        }
         rec.metrics["channels"] = it[0].channels;
         rec.metrics["time_us"] = t;
         rec.metrics["algbw_gbytes_per_s"] = algbw;

@@ -563,6 +563,7 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
                      "redop",
                      "root",
                      "algorithm",
+                     "protocol",
                      "time_us",
                      "algbw_gbytes_per_s",
                      "busbw_gbytes_per_s",

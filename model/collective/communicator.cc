@@ -11,7 +11,6 @@
 #include "ns3/uinteger.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace ns3
 {
@@ -160,6 +159,10 @@ Communicator::Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<Rd
         // NCCL: channels per net peer = ceil(NIC bandwidth / 14 GB/s).
         m_cfg.maxChannels = DefaultChannels(NicBytesPerSecond());
     }
+    if (Size() >= 2)
+    {
+        m_nccl = std::make_unique<const NcclCostModel>(MakeCostModel());
+    }
 }
 
 uint32_t
@@ -169,7 +172,21 @@ Communicator::DefaultChannels(uint64_t nicBytesPerSecond)
         std::max<uint64_t>(1, (nicBytesPerSecond + 14000000000ULL - 1) / 14000000000ULL));
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator()
+{
+    // Its QPs stay attached to their NICs (late duplicates find an open peer): they must no
+    // longer report to this communicator.
+    for (auto& [k, c] : m_conns)
+    {
+        for (uint32_t i = 0; i < c.nqp; ++i)
+        {
+            if (c.qps[i].rx)
+            {
+                c.qps[i].rx->SetReceiveHandler(nullptr);
+            }
+        }
+    }
+}
 
 uint64_t
 Communicator::NicBytesPerSecond() const
@@ -349,71 +366,8 @@ Communicator::SendCounters() const
     return sum;
 }
 
-uint32_t
-Communicator::ChannelsFor(uint64_t bytes) const
-{
-    return ChannelsFor(bytes, m_cfg.maxChannels);
-}
-
-uint32_t
-Communicator::ChannelsFor(uint64_t bytes, uint32_t maxChannels)
-{
-    // NCCL trims channels for small messages: a channel wants 512 threads x 64 B (Simple).
-    uint64_t c = std::max<uint64_t>(1, bytes / (512 * 64));
-    return static_cast<uint32_t>(std::min<uint64_t>(c, maxChannels));
-}
-
-CollectiveAlgorithm
-Communicator::Select(CollectiveOp op, uint64_t bytes) const
-{
-    return SelectFor(op, bytes, Size(), NicBytesPerSecond(), m_cfg);
-}
-
-CollectiveAlgorithm
-Communicator::SelectFor(CollectiveOp op, uint64_t bytes, uint32_t ranks, uint64_t nicBytesPerSecond,
-                        const CollectiveConfig& cfg)
-{
-    if (op == CollectiveOp::AllToAll)
-    {
-        return CollectiveAlgorithm::Direct;
-    }
-    if (ranks < 3)
-    {
-        return CollectiveAlgorithm::Ring;
-    }
-    // NCCL's model counts network steps between hosts; PAT needs one rank per host. (Every
-    // rank here has its own NIC: ranksPerHost only changes how the choice is made.)
-    const double ppn = cfg.ranksPerHost;
-    const double nodes = std::max(1.0, ranks / ppn);
-    if (op != CollectiveOp::AllReduce && cfg.ranksPerHost > 1)
-    {
-        return CollectiveAlgorithm::Ring;
-    }
-    if (op != CollectiveOp::AllReduce)
-    {
-        // One rank per host (every rank has its own NIC here): NCCL weighs PAT against ring.
-        // Ring: (n-1) steps at 14 us, algbw = busbw x n / (n-1). PAT: log2(n) x 14 / 3.5 us
-        // + 2.8 us x n, algbw = busbw x 0.75 x n / (n-1) (tuning.cc).
-        const double n = ranks;
-        const double bw = static_cast<double>(nicBytesPerSecond) * n / (n - 1);
-        double ring = 8.4e-6 + (n - 1) * 14e-6 + bytes / bw;
-        double pat = 8e-6 + std::log2(n) * 14e-6 / 3.5 + 2.8e-6 * n + bytes / (0.75 * bw);
-        return pat < ring ? CollectiveAlgorithm::Pat : CollectiveAlgorithm::Ring;
-    }
-    // NCCL's model (Simple protocol, one rank per host): time = latency x steps + bytes / bw.
-    // Ring: 2(n-1) network steps at 14 us, x1.4 "ring plateau" when multi-node; algbw =
-    // busbw x n / (2(n-1)). Tree: 2 log2(n) steps; algbw = busbw / 2.
-    const double lat = 14e-6;
-    const double n = ranks;
-    const double bw = static_cast<double>(nicBytesPerSecond);
-    const double intra = 3.4e-6; // NVLink step latency (Simple)
-    double ring = 1.4 * (8.4e-6 + 2 * (nodes - 1) * lat + 2 * (n - nodes) * intra) +
-                  bytes / (bw * n / (2 * (n - 1)));
-    double tree = 8.4e-6 + 2 * ((ppn - 1) * intra + std::log2(nodes) * lat) + bytes / (bw * 0.5);
-    return tree < ring ? CollectiveAlgorithm::Tree : CollectiveAlgorithm::Ring;
-}
-
-// The plans (ring, tree, PAT, direct) are built in collective-plan.cc.
+// The plans (ring, tree, PAT, direct) are built in collective-plan.cc; the algorithm,
+// protocol and channels are chosen in nccl-cost-model.cc.
 
 // ---------------------------------------------------------------- engine
 
@@ -423,10 +377,8 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
 {
     NS_ABORT_MSG_IF(m_run && m_run->ranksDone < Size(),
                     "Communicator::Start: the previous collective has not finished");
-    if (algo == CollectiveAlgorithm::Auto)
-    {
-        algo = Select(op, bytes);
-    }
+    const CollectiveChoice choice = Choose(op, algo, bytes);
+    algo = choice.algorithm;
     NS_ABORT_MSG_IF(algo == CollectiveAlgorithm::Tree && op != CollectiveOp::AllReduce,
                     "tree is an all-reduce algorithm");
     NS_ABORT_MSG_IF(algo == CollectiveAlgorithm::Direct && op != CollectiveOp::AllToAll,
@@ -442,11 +394,13 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
     run.lastUse = lastUse;
     run.result.op = op;
     run.result.algorithm = algo;
+    run.result.protocol = choice.protocol;
+    run.result.ncclModelUs = choice.modelUs;
     run.result.bytes = bytes;
     run.result.ranks = Size();
     run.result.startPs = NowPs();
     run.ranks.resize(Size());
-    uint32_t channels = ChannelsFor(bytes);
+    const uint32_t channels = choice.channels;
     run.result.channels = channels;
     if (Size() > 1 && bytes > 0)
     {
@@ -596,7 +550,15 @@ Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
                 // event: this one runs inside the QP's own ACK processing.
                 if (c.Releasable())
                 {
-                    Simulator::ScheduleNow(&Communicator::Retire, this, r, q.peer);
+                    uint32_t peer = q.peer;
+                    Simulator::ScheduleNow(
+                        [this, alive = std::weak_ptr<char>(m_alive), r, peer]()
+                        {
+                            if (!alive.expired())
+                            {
+                                Retire(r, peer);
+                            }
+                        });
                 }
             }
         }
@@ -667,9 +629,9 @@ Communicator::Finish(Run& run, uint32_t r)
         // The plan is not needed once every rank is done (late completions find no run and
         // are ignored), nor, after a last use, the connections that closed.
         Simulator::ScheduleNow(
-            [this, ended = &run]()
+            [this, alive = std::weak_ptr<char>(m_alive), ended = &run]()
             {
-                if (m_run.get() != ended)
+                if (alive.expired() || m_run.get() != ended)
                 {
                     return; // the next collective started meanwhile
                 }

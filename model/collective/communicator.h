@@ -20,6 +20,7 @@
 #define METAROCE_COMMUNICATOR_H
 
 #include "model/transport/queue-pair.h"
+#include "nccl-cost-model.h"
 
 #include "ns3/abort.h"
 #include "ns3/callback.h"
@@ -87,6 +88,20 @@ struct CollectiveConfig
     //! accelerator hosts: ranks on one host talk over its scale-up domain, and the planners
     //! build NCCL's host-aware rings and trees (null: every rank alone on its host)
     const ScaleUpFabric* scaleUp{nullptr};
+    /// What NCCL's cost model assumes of the hardware; zero fields are derived from the
+    /// NICs (NcclCostModel::Resolve).
+    NcclHardware nccl;
+};
+
+/// What a collective runs: the algorithm, the protocol NCCL would use with it (recorded
+/// only: the wire carries Simple's payload whatever it is), the model's estimate and the
+/// channels per rank.
+struct CollectiveChoice
+{
+    CollectiveAlgorithm algorithm{CollectiveAlgorithm::Ring};
+    NcclProto protocol{NcclProto::Simple};
+    double modelUs{-1}; //!< NCCL's estimate of the pick, us; < 0: none (all-to-all)
+    uint32_t channels{1};
 };
 
 /// What one finished collective reports.
@@ -94,6 +109,8 @@ struct CollectiveResult
 {
     CollectiveOp op;
     CollectiveAlgorithm algorithm;
+    NcclProto protocol{NcclProto::Simple}; //!< what NCCL would use (not on the wire)
+    double ncclModelUs{-1};                //!< NCCL's estimate; < 0: none
     uint64_t bytes{0};
     uint32_t ranks{0};
     uint32_t channels{0};
@@ -125,15 +142,21 @@ class Communicator
     void Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
                std::function<void(const CollectiveResult&)> done, bool lastUse = false);
 
-    /// The algorithm "auto" picks: NCCL's cost model (latency x steps + bytes / bandwidth).
+    /// The algorithm "auto" picks: NCCL's cost model (nccl-cost-model.h).
     CollectiveAlgorithm Select(CollectiveOp op, uint64_t bytes) const;
-    uint32_t ChannelsFor(uint64_t bytes) const;
+    /// The algorithm (auto resolved), NCCL's protocol and estimate for it, and the channels
+    /// per rank NCCL's model gives that size. Defined with the model, in nccl-cost-model.cc.
+    CollectiveChoice Choose(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes) const;
+    /// NCCL's cost model of this communicator (ranksPerHost ranks per node; 2 ranks or more).
+    const NcclCostModel& CostModel() const { return *m_nccl; }
 
-    /// Select and ChannelsFor without a communicator: for `ranks` ranks on NICs of
-    /// `nicBytesPerSecond` (what a run's memory estimate needs before anything is built).
+    /// Choose without a communicator: for `ranks` ranks on NICs of `nicBytesPerSecond` (what
+    /// a run's memory estimate needs before anything is built).
+    static CollectiveChoice ChooseFor(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
+                                      uint32_t ranks, uint64_t nicBytesPerSecond,
+                                      const CollectiveConfig& cfg);
     static CollectiveAlgorithm SelectFor(CollectiveOp op, uint64_t bytes, uint32_t ranks,
                                          uint64_t nicBytesPerSecond, const CollectiveConfig& cfg);
-    static uint32_t ChannelsFor(uint64_t bytes, uint32_t maxChannels);
     /// NCCL's channels per net peer when CollectiveConfig::maxChannels is 0.
     static uint32_t DefaultChannels(uint64_t nicBytesPerSecond);
 
@@ -279,6 +302,7 @@ class Communicator
     void OnReceived(Run& run, uint32_t rank, uint32_t src, uint32_t channel, uint64_t index);
     void Finish(Run& run, uint32_t rank);
     uint64_t NicBytesPerSecond() const;
+    NcclCostModel MakeCostModel() const;
 
     std::vector<uint32_t> m_ranks;
     std::unique_ptr<HostLayout> m_layout; //!< where each rank lives
@@ -286,8 +310,13 @@ class Communicator
     QueuePairFactory m_qpFactory;
     CollectiveConfig m_cfg;
     bool m_multiplexed; //!< one QP per peer carrying channels as streams (MetaRoCE)
+    std::unique_ptr<const NcclCostModel> m_nccl;           //!< null below 2 ranks
     std::map<std::pair<uint32_t, uint32_t>, Conn> m_conns; //!< nodes: stable references
     std::unique_ptr<Run> m_run;
+    //! events of this communicator's own hold a weak reference: one that runs after the
+    //! communicator is gone (a program that stops the simulator at a collective's end and
+    //! destroys it) does nothing, instead of touching freed memory
+    std::shared_ptr<char> m_alive{std::make_shared<char>()};
     uint64_t m_qps{0};
     QueuePair::Counters m_closedTx; //!< of the sending QPs closed so far
 };
