@@ -204,3 +204,33 @@ TEST_CASE("scale-up: a transfer takes serialization plus latency, and senders sh
     // The posted bytes were placed once each (the NICs' counters feed the stall watchdog).
     CHECK(w.rdma->Nic(3)->GetPlacedBytes() == 3 * S);
 }
+
+TEST_CASE("the NICs' transmit and receive processing add exactly their latency to a message",
+          "[endpoint]")
+{
+    // One 1 KiB message across the lab fabric, one way, under both transports.
+    for (const char* qp : {"ns3::metaroce::MetaRoceQueuePair", "ns3::metaroce::RoceV2QueuePair"})
+    {
+        std::vector<int64_t> at;
+        for (int64_t ns : {0, 500, 1200})
+        {
+            SimGuard guard;
+            auto topo = SmallFpf(2, 1, 4);
+            topo["nic_tx_latency_ns"] = ns;
+            topo["nic_rx_latency_ns"] = ns / 2;
+            RdmaWorld w(topo, qp);
+            auto [a, b] = w.rdma->Connect(0, 1);
+            int64_t done = -1;
+            b->SetReceiveHandler([&](const RdmaCompletion& c) { done = c.completedPs; });
+            a->PostSend(1024, 0, nullptr);
+            Simulator::Stop(MicroSeconds(100));
+            Simulator::Run();
+            REQUIRE(done > 0);
+            at.push_back(done);
+        }
+        INFO(qp);
+        // Sender's transmit plus receiver's receive processing, nothing else.
+        CHECK(at[1] - at[0] == 750000);
+        CHECK(at[2] - at[0] == 1800000);
+    }
+}
