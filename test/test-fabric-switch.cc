@@ -15,20 +15,6 @@ using namespace ns3::metaroce::test;
 
 namespace
 {
-// 4 NICs, 1 plane, radix 4: two leaves with 2 NICs and 2 uplinks each, two spines.
-std::unique_ptr<Fabric>
-TinyFabric(nlohmann::json sw = nlohmann::json::object(), uint32_t nics = 4, uint32_t radix = 4)
-{
-    auto j = SmallFpf(nics, 1, radix);
-    if (!sw.empty())
-    {
-        j["switch"] = sw;
-    }
-    auto f = FabricHelper().Build(ParseTopology(j, "topology"));
-    f->AssignStreams(1);
-    return f;
-}
-
 FabricFrame
 Data(uint32_t payload, uint32_t dst, uint16_t entropy, uint8_t ecn = ECN_ECT0)
 {

@@ -13,19 +13,6 @@ using namespace ns3::metaroce::test;
 
 namespace
 {
-std::unique_ptr<Fabric>
-TinyFabric(nlohmann::json sw = nlohmann::json::object())
-{
-    auto j = SmallFpf(4, 1, 4);
-    if (!sw.empty())
-    {
-        j["switch"] = sw;
-    }
-    auto f = FabricHelper().Build(ParseTopology(j, "topology"));
-    f->AssignStreams(1);
-    return f;
-}
-
 FabricFrame
 Data(uint32_t dst)
 {

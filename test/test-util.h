@@ -142,6 +142,21 @@ SmallFpf(uint32_t nics, uint32_t planes, uint32_t radix)
             {"fabric_link_delay_ns", 500}};
 }
 
+/// SmallFpf with one plane (default: 4 NICs, radix 4: two leaves with 2 NICs and 2 uplinks
+/// each, two spines), built with its random streams assigned; `sw` overrides switch keys.
+inline std::unique_ptr<Fabric>
+TinyFabric(nlohmann::json sw = nlohmann::json::object(), uint32_t nics = 4, uint32_t radix = 4)
+{
+    auto j = SmallFpf(nics, 1, radix);
+    if (!sw.empty())
+    {
+        j["switch"] = sw;
+    }
+    auto f = FabricHelper().Build(ParseTopology(j, "topology"));
+    f->AssignStreams(1);
+    return f;
+}
+
 } // namespace test
 } // namespace metaroce
 } // namespace ns3
