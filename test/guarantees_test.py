@@ -158,6 +158,21 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run([incast, "--quiet", "--set", "check_invariants=false"] + small)
     check(r.returncode == 0, f"check_invariants false: the same run completes ({r.returncode})")
 
+# The keys these guarantees add reject bad values naming the key (exit 2).
+for args, key in [(["--set", "stall_us=-1"], "stall_us"),
+                  (["--set", "expect_unfinished=3"], "expect_unfinished"),
+                  (["--set", "check_invariants=\"yes\""], "check_invariants"),
+                  (["--set", "workload.warmup_iterations=-1"], "workload.warmup_iterations"),
+                  (["--set", "topology.accelerators_per_host=7"], "topology.accelerators_per_host"),
+                  (["--set", "topology.scale_up={\"gbps\": 100}"], "topology.scale_up"),
+                  (["--set", "topology.accelerators_per_host=8", "--set", "topology.scale_up={\"gbps\": 0}"],
+                   "topology.scale_up.gbps"),
+                  (["--set", "topology.nic_tx_latency_ns=-5"], "topology.nic_tx_latency_ns"),
+                  (["--set", "topology.accelerators_per_host=8", "--set", "workload.ranks_per_host=4"],
+                   "workload.ranks_per_host")]:
+    r = run([COLL] + args + ["--dry-run"])
+    check(r.returncode == 2 and key in r.stderr, f"{args}: exit 2 naming {key} ({r.returncode}: {r.stderr.strip()[:200]})")
+
 # A collective size's result does not depend on the sizes run before it (each size runs in a
 # world of its own); warm-up iterations run before the timed ones, as in nccl-tests.
 with tempfile.TemporaryDirectory() as tmp:
