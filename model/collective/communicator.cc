@@ -154,6 +154,7 @@ Communicator::Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<Rd
         m_layout->host.push_back(su != nullptr ? su->HostOf(nic) : nic);
         m_layout->local.push_back(su != nullptr ? su->LocalOf(nic) : 0);
     }
+    m_userChannels = m_cfg.maxChannels;
     if (m_cfg.maxChannels == 0)
     {
         // NCCL: channels per net peer = ceil(NIC bandwidth / 14 GB/s).
@@ -264,8 +265,12 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
     {
         // A pinned QP per channel: channels spread over the planes, as NCCL spreads
         // channels over NICs.
+        // A NIC carries the channels whose hop leaves its host through it (every
+        // acceleratorsPerHost-th one): consecutive ones go to consecutive planes, as NCCL
+        // gives each channel its own NIC port.
         uint32_t channel = i / m_cfg.qpsPerConnection;
-        uint32_t plane = (channel + src) % planes;
+        uint32_t perHost = m_cfg.scaleUp != nullptr ? m_cfg.scaleUp->acceleratorsPerHost : 1;
+        uint32_t plane = (channel / perHost + src) % planes;
         qa->SetAttribute("Port", UintegerValue(plane));
         qb->SetAttribute("Port", UintegerValue(plane));
         qa->SetAttribute("Entropy",

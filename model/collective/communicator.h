@@ -313,6 +313,7 @@ class Communicator
     std::unique_ptr<const NcclCostModel> m_nccl;           //!< null below 2 ranks
     std::map<std::pair<uint32_t, uint32_t>, Conn> m_conns; //!< nodes: stable references
     std::unique_ptr<Run> m_run;
+    uint32_t m_userChannels{0}; //!< CollectiveConfig::maxChannels as given (0: NCCL's rules)
     //! events of this communicator's own hold a weak reference: one that runs after the
     //! communicator is gone (a program that stops the simulator at a collective's end and
     //! destroys it) does nothing, instead of touching freed memory

@@ -441,8 +441,8 @@ namespace
 /// The choice of Communicator::Choose for a communicator of `size` ranks whose cost model is
 /// `model` (null when size < 2) and whose ranks run at most maxChannels channels.
 CollectiveChoice
-ChooseWith(const NcclCostModel* model, uint32_t size, uint32_t maxChannels, CollectiveOp op,
-           CollectiveAlgorithm algo, uint64_t bytes)
+ChooseWith(const NcclCostModel* model, uint32_t size, uint32_t maxChannels, uint32_t userChannels,
+           CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes)
 {
     CollectiveChoice c;
     c.algorithm = algo;
@@ -487,7 +487,11 @@ ChooseWith(const NcclCostModel* model, uint32_t size, uint32_t maxChannels, Coll
     // its work scheduler then spreads a small PAT by traffic, which is not modelled:
     // assumption: PAT keeps Simple's per-channel minimum.
     uint64_t channels = p.algo == NcclAlgo::Pat ? SimpleChannels(bytes) : p.channels;
-    c.channels = static_cast<uint32_t>(std::min<uint64_t>(channels, maxChannels));
+    // Rings and trees run on the communicator's channels as NCCL's graph search sets them (64
+    // for 8 GPUs each with a NIC of several ports, so every port carries a channel's hop),
+    // not on the per-peer p2p rule that bounds all-to-all; channels set by the user win.
+    const uint32_t cap = userChannels != 0 ? userChannels : model->Hardware().channels;
+    c.channels = static_cast<uint32_t>(std::min<uint64_t>(channels, cap));
     return c;
 }
 } // namespace
@@ -495,7 +499,7 @@ ChooseWith(const NcclCostModel* model, uint32_t size, uint32_t maxChannels, Coll
 CollectiveChoice
 Communicator::Choose(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes) const
 {
-    return ChooseWith(m_nccl.get(), Size(), m_cfg.maxChannels, op, algo, bytes);
+    return ChooseWith(m_nccl.get(), Size(), m_cfg.maxChannels, m_userChannels, op, algo, bytes);
 }
 
 CollectiveChoice
@@ -511,8 +515,8 @@ Communicator::ChooseFor(CollectiveOp op, CollectiveAlgorithm algo, uint64_t byte
         NcclHardware hw = NcclCostModel::Resolve(cfg.nccl, nicBytesPerSecond / 1e9, ppn);
         model = std::make_unique<NcclCostModel>(ranks, ranks / ppn, hw);
     }
-    return ChooseWith(model.get(), model ? ranks : std::min<uint32_t>(ranks, 1), maxChannels, op,
-                      algo, bytes);
+    return ChooseWith(model.get(), model ? ranks : std::min<uint32_t>(ranks, 1), maxChannels,
+                      cfg.maxChannels, op, algo, bytes);
 }
 
 CollectiveAlgorithm
