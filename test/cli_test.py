@@ -270,6 +270,41 @@ with tempfile.TemporaryDirectory() as tmp:
             check(m["messages_completed"] == m["messages_total"] and m["completion_us"] > 200,
                   f"{run_['variant']} after a loss burst: {m}")
 
+# The drain rule (after a completed run every QP ends with nothing unacknowledged) on a fault
+# that takes the last ACK: one 4 KiB RoCEv2 message between two NICs on one plane; the plane
+# fails just after the receiver completes it (taken from a run without faults), while its
+# ACK is on the way; RoCEv2 resends after its 4 ms RTO. A fault in force to the end keeps the
+# ACK away for good (not a violation); a fault that ends counts the drain from its end; on a
+# whole fabric the rule still holds.
+with tempfile.TemporaryDirectory() as tmp:
+    two = {"name": "last-ack", "seed": 1, "duration_us": 100000,
+           "topology": {"name": "two", "kind": "clos", "nics": 2, "switch_radix": 4,
+                        "nic_port_gbps": 100, "nic_link_delay_ns": 25,
+                        "fabric_link_delay_ns": 500},
+           "transport": {"kind": "rocev2"},
+           "workload": {"kind": "streams", "pattern": "explicit", "flows": [{"src": 0, "dst": 1}],
+                        "message_bytes": 4096}}
+    o = os.path.join(tmp, "clean.json")
+    r = run([write(tmp, "last-ack.json", two), "--quiet", "--out", o])
+    done_us = json.load(open(o))["runs"][0]["metrics"]["completion_us"] if r.returncode == 0 \
+        else 1.0
+    check(r.returncode == 0, f"last ACK, no fault: exit {r.returncode}: {r.stderr.strip()}")
+    at = round(done_us + 0.05, 3)
+    down = {"kind": "plane_down", "plane": 0, "at_us": at}
+    for faults, extra, code, what in (
+            ([down], {}, 0, "the plane down to the end"),
+            ([dict(down, until_us=9000)], {}, 0, "the plane back at 9 ms (RTOs at 4 and 8 ms "
+                                                 "fail, 12 ms succeeds)"),
+            ([{"kind": "loss", "rate": 1.0, "at_us": at}], {}, 0, "total loss to the end"),
+            ([dict(down, until_us=100)], {"stall_us": 2000}, 4, "the plane back at 100 us, the "
+                                                              "drain 2 ms, the RTO 4 ms")):
+        r = run([write(tmp, "last-ack.json", dict(two, faults=faults, **extra)), "--quiet"])
+        check(r.returncode == code, f"last ACK lost, {what}: exit {r.returncode}, expected "
+                                    f"{code}: {r.stderr.strip()}")
+        if code == 4:
+            check("unacknowledged" in r.stderr and "NIC 0 QP 1" in r.stderr,
+                  f"the drain rule's message: {r.stderr.strip()}")
+
 # A run's memory figures are its own: started by a parent that holds 256 MiB, its RSS at the
 # start is still the simulator's (getrusage's peak would carry the parent's over exec).
 ballast = b"\x01" * (256 << 20)
