@@ -474,6 +474,8 @@ ParseFaults(const JsonReader& r, const TopologySpec& topo, double durationUs)
             {
                 s.plane = static_cast<uint32_t>(f.UInt("plane", 0, topo.planes - 1));
             }
+            // A burst: from at_us (default: the start) until until_us (default: the end).
+            s.atUs = f.Number("at_us", 0.0, 0.0, 1e12);
         }
         else
         {
@@ -483,11 +485,11 @@ ParseFaults(const JsonReader& r, const TopologySpec& topo, double durationUs)
                 s.nic = static_cast<uint32_t>(f.UInt("nic", 0, topo.nics - 1));
             }
             s.atUs = f.Number("at_us", 0.0, 1e12);
-            s.untilUs = f.Number("until_us", -1.0, 0.0, 1e12);
-            if (f.Has("until_us") && s.untilUs <= s.atUs)
-            {
-                f.Fail("until_us", "must be later than at_us");
-            }
+        }
+        s.untilUs = f.Number("until_us", -1.0, 0.0, 1e12);
+        if (f.Has("until_us") && s.untilUs <= s.atUs)
+        {
+            f.Fail("until_us", "must be later than at_us");
         }
         f.Finish();
         out.push_back(s);

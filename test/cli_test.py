@@ -223,6 +223,88 @@ if os.path.exists(o):
     os.remove(o)
     os.remove(o[:-5] + ".csv")
 
+# Loss bursts: a loss fault holds from at_us until until_us (without them, from the start to
+# the end, as before); where loss faults overlap, the later one in the file applies. Raw
+# traffic on the lab for 40 us; 100% loss leaves nothing, so the delivery ratio reads the time
+# the loss held.
+with tempfile.TemporaryDirectory() as tmp:
+    lab = {"name": "loss-burst", "topology": "topologies/fpf-8x100g-lab.json", "seed": 1,
+           "duration_us": 40, "workload": {"kind": "raw", "pattern": "pairs"}}
+    full, burst, ends = {"kind": "loss", "rate": 1.0}, {"kind": "loss", "rate": 1.0,
+                                                        "at_us": 10, "until_us": 30}, \
+        {"kind": "loss", "rate": 0.0, "until_us": 20}
+
+    def ratio(faults):
+        o = os.path.join(tmp, "loss.json")
+        r = run([write(tmp, "loss-in.json", dict(lab, faults=faults)), "--quiet", "--out", o])
+        check(r.returncode == 0, f"loss {faults}: exit {r.returncode}: {r.stderr}")
+        return json.load(open(o))["runs"][0]["metrics"]["delivery_ratio"] if \
+            r.returncode == 0 else -1
+
+    check(ratio([]) == 1.0, "no loss fault: every frame delivered")
+    check(ratio([full]) == 0.0, "a loss fault without until_us holds to the end")
+    got = ratio([burst])
+    check(0.4 < got < 0.6, f"a 20 us burst of 40 us: delivery ratio {got}, expected ~0.5")
+    got = ratio([full, ends])
+    check(0.4 < got < 0.6, f"a later fault (0% until 20 us) over an earlier 100%: {got}")
+    check(ratio([ends, full]) == 0.0, "an earlier fault under a later one that holds throughout")
+    bad = write(tmp, "loss-bad.json", dict(lab, faults=[dict(burst, until_us=10)]))
+    r = run([bad, "--quiet"])
+    check(r.returncode == 2 and "faults[0].until_us" in r.stderr,
+          f"loss until_us <= at_us: exit {r.returncode}: {r.stderr.strip()}")
+    # A transport recovers once a total loss ends: every message completes after it.
+    st = {"name": "loss-recovery", "topology": "topologies/fpf-8x100g-lab.json", "seed": 1,
+          "duration_us": 100000, "transport": {"kind": "metaroce"},
+          "workload": {"kind": "streams", "pattern": "explicit", "flows": [{"src": 0, "dst": 1}],
+                       "message_bytes": 65536, "messages_per_qp": 4, "outstanding_per_qp": 2},
+          "faults": [{"kind": "loss", "rate": 1.0, "until_us": 200}],
+          "variants": [{"name": "metaroce", "set": {}},
+                       {"name": "rocev2", "set": {"transport.kind": "rocev2",
+                                                  "topology.switch.pfc": True}}]}
+    o = os.path.join(tmp, "recovery.json")
+    r = run([write(tmp, "recovery-in.json", st), "--quiet", "--out", o])
+    check(r.returncode == 0, f"recovery after a loss burst: exit {r.returncode}: {r.stderr}")
+    if r.returncode == 0:
+        for run_ in json.load(open(o))["runs"]:
+            m = run_["metrics"]
+            check(m["messages_completed"] == m["messages_total"] and m["completion_us"] > 200,
+                  f"{run_['variant']} after a loss burst: {m}")
+
+# The drain rule (after a completed run every QP ends with nothing unacknowledged) on a fault
+# that takes the last ACK: one 4 KiB RoCEv2 message between two NICs on one plane; the plane
+# fails just after the receiver completes it (taken from a run without faults), while its
+# ACK is on the way; RoCEv2 resends after its 4 ms RTO. A fault in force to the end keeps the
+# ACK away for good (not a violation); a fault that ends counts the drain from its end; on a
+# whole fabric the rule still holds.
+with tempfile.TemporaryDirectory() as tmp:
+    two = {"name": "last-ack", "seed": 1, "duration_us": 100000,
+           "topology": {"name": "two", "kind": "clos", "nics": 2, "switch_radix": 4,
+                        "nic_port_gbps": 100, "nic_link_delay_ns": 25,
+                        "fabric_link_delay_ns": 500},
+           "transport": {"kind": "rocev2"},
+           "workload": {"kind": "streams", "pattern": "explicit", "flows": [{"src": 0, "dst": 1}],
+                        "message_bytes": 4096}}
+    o = os.path.join(tmp, "clean.json")
+    r = run([write(tmp, "last-ack.json", two), "--quiet", "--out", o])
+    done_us = json.load(open(o))["runs"][0]["metrics"]["completion_us"] if r.returncode == 0 \
+        else 1.0
+    check(r.returncode == 0, f"last ACK, no fault: exit {r.returncode}: {r.stderr.strip()}")
+    at = round(done_us + 0.05, 3)
+    down = {"kind": "plane_down", "plane": 0, "at_us": at}
+    for faults, extra, code, what in (
+            ([down], {}, 0, "the plane down to the end"),
+            ([dict(down, until_us=9000)], {}, 0, "the plane back at 9 ms (RTOs at 4 and 8 ms "
+                                                 "fail, 12 ms succeeds)"),
+            ([{"kind": "loss", "rate": 1.0, "at_us": at}], {}, 0, "total loss to the end"),
+            ([dict(down, until_us=100)], {"stall_us": 2000}, 4, "the plane back at 100 us, the "
+                                                              "drain 2 ms, the RTO 4 ms")):
+        r = run([write(tmp, "last-ack.json", dict(two, faults=faults, **extra)), "--quiet"])
+        check(r.returncode == code, f"last ACK lost, {what}: exit {r.returncode}, expected "
+                                    f"{code}: {r.stderr.strip()}")
+        if code == 4:
+            check("unacknowledged" in r.stderr and "NIC 0 QP 1" in r.stderr,
+                  f"the drain rule's message: {r.stderr.strip()}")
+
 # A run's memory figures are its own: started by a parent that holds 256 MiB, its RSS at the
 # start is still the simulator's (getrusage's peak would carry the parent's over exec).
 ballast = b"\x01" * (256 << 20)

@@ -66,6 +66,32 @@ TEST_CASE("MetaRoCE: one dropped packet, exactly one retransmission", "[metaroce
     CHECK(tx->GetCounters().messagesSent == 1);
 }
 
+TEST_CASE("MetaRoCE: a first window lost after the first RTT sample waits an RTO, not InitialRto",
+          "[metaroce]")
+{
+    SimGuard guard;
+    World w(kLab);
+    auto [tx, rx] = w.Connect(0, 1);
+    // 256 KiB leave in the first window, before any ACK; every data packet on plane 2 is
+    // lost, so no gap shows it and only the timer can. The other planes' ACKs give the
+    // connection its RTT (~3 us): the timeout follows from it (RtoMin, 100 us).
+    Ptr<FabricSwitch> leaf = w.fabric->Switch(0, 2, 0, 0); // plane 2, NIC 0's leaf
+    std::set<uint64_t> all;
+    for (uint64_t i = 0; i < 16; ++i)
+    {
+        all.insert(i);
+    }
+    DropFilter filter(PeekPointer(leaf), all);
+    leaf->GetPort(0)->SetReceiver(&filter);
+    tx->PostSend(256 << 10);
+    Simulator::Stop(MicroSeconds(1000)); // InitialRto is 5 ms
+    Simulator::Run();
+    CHECK(filter.dropped > 0);
+    CHECK(tx->GetCounters().timeouts > 0);
+    CHECK(rx->GetCounters().bytesDelivered == 256 << 10);
+    CHECK(tx->GetCounters().messagesSent == 1);
+}
+
 TEST_CASE("MetaRoCE: reordering across paths alone retransmits nothing", "[metaroce]")
 {
     SimGuard guard;

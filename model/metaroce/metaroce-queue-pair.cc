@@ -822,6 +822,23 @@ MetaRoceQueuePair::ArmTimer(int64_t at)
 }
 
 void
+MetaRoceQueuePair::ArmTimerForDeadlines()
+{
+    int64_t next = std::numeric_limits<int64_t>::max();
+    for (uint32_t i = 0; i < m_tx->heads.size(); ++i)
+    {
+        if (m_tx->heads[i].state != PATH_RETIRED && Cc(i).inflightBytes > 0)
+        {
+            next = std::min(next, Body(i).lastProgressPs + RtoPs(i));
+        }
+    }
+    if (next != std::numeric_limits<int64_t>::max())
+    {
+        ArmTimer(std::max(next, NowPs() + 1));
+    }
+}
+
+void
 MetaRoceQueuePair::Housekeeping()
 {
     int64_t now = NowPs();
@@ -887,6 +904,12 @@ MetaRoceQueuePair::Housekeeping()
         {
             RetirePath(i);
         }
+    }
+    if (m_releaseWanted && SenderIdle())
+    {
+        // Its connection retired while resent copies were in flight; they are answered now.
+        ReleaseState();
+        return;
     }
     if (next != std::numeric_limits<int64_t>::max())
     {
@@ -1449,8 +1472,15 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeaderData& h)
             C().srttPs = (7 * C().srttPs + rtt) / 8;
         }
         C().minRttPs = C().minRttPs == 0 ? rtt : std::min(C().minRttPs, rtt);
-        m_tx->qpSrttPs = m_tx->qpSrttPs == 0 ? rtt : (7 * m_tx->qpSrttPs + rtt) / 8;
+        const bool firstSample = m_tx->qpSrttPs == 0;
+        m_tx->qpSrttPs = firstSample ? rtt : (7 * m_tx->qpSrttPs + rtt) / 8;
         m_tx->qpMinRttPs = m_tx->qpMinRttPs == 0 ? rtt : std::min(m_tx->qpMinRttPs, rtt);
+        if (firstSample)
+        {
+            // Everything sent so far armed the timer with InitialRto: a first window lost
+            // after this (a tail, or a whole path) would wait for it, not for the RTO now known.
+            ArmTimerForDeadlines();
+        }
     }
     P().consecutiveTimeouts = 0;
     P().lastProgressPs = now;
@@ -1506,15 +1536,12 @@ MetaRoceQueuePair::ReleaseState()
                    (m_tx != nullptr && m_tx->pc.probesSent > 0);
     if (m_tx != nullptr)
     {
-        bool idle = m_sendQueue.Empty() && m_tx->retx.Empty();
-        for (const CcPath& c : m_tx->cc.paths)
+        if (!SenderIdle())
         {
-            idle = idle && c.inflightBytes == 0;
-        }
-        if (!idle)
-        {
+            m_releaseWanted = true;
             return false;
         }
+        m_releaseWanted = false;
         m_tx->timer.Cancel();
         m_tx->paceEvent.Cancel();
         m_tx.reset();
@@ -1526,6 +1553,17 @@ MetaRoceQueuePair::ReleaseState()
     }
     return !HasReleasableState() && !IsPending(m_ackFlush) && m_sendQueue.Empty() &&
            GetPendingReceives() == 0 && !m_sentCopies;
+}
+
+bool
+MetaRoceQueuePair::SenderIdle() const
+{
+    bool idle = m_sendQueue.Empty() && m_tx->retx.Empty();
+    for (const CcPath& c : m_tx->cc.paths)
+    {
+        idle = idle && c.inflightBytes == 0;
+    }
+    return idle;
 }
 
 void

@@ -282,7 +282,11 @@ class MetaRoceQueuePair : public QueuePair
     void PacingWake();
     int64_t RtoPs(uint32_t i) const;
     void ArmTimer(int64_t atPs);
+    /// Arms the timer for the earliest timeout of a path with data outstanding.
+    void ArmTimerForDeadlines();
     void Housekeeping();
+    /// Nothing to send, to resend or in flight.
+    bool SenderIdle() const;
     void PathTimeout(uint32_t i, int64_t now);
     void AvoidPlane(uint32_t plane, int64_t now);
     void PlaneUsable(uint32_t plane, int64_t now);
@@ -320,6 +324,9 @@ class MetaRoceQueuePair : public QueuePair
     //! it retransmitted or probed: copies may still be in flight, which the peer would
     //! acknowledge again, so it may not close (ReleaseState)
     bool m_sentCopies{false};
+    //! ReleaseState found data in flight (resent copies): the timer releases the sender
+    //! state once everything is answered
+    bool m_releaseWanted{false};
     SprayPolicy m_policy{ROUND_ROBIN};
     TypeId m_ccType;
 
