@@ -265,12 +265,13 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
     {
         // A pinned QP per channel: channels spread over the planes, as NCCL spreads
         // channels over NICs.
-        // A NIC carries the channels whose hop leaves its host through it (every
-        // acceleratorsPerHost-th one): consecutive ones go to consecutive planes, as NCCL
-        // gives each channel its own NIC port.
+        // Channels spread over the planes as NCCL gives each channel its own NIC port. With
+        // hosts, a ring's or tree's NIC carries every acceleratorsPerHost-th channel (those
+        // whose hop leaves the host through it): the channel / perHost term keeps those on
+        // distinct planes too, while all-to-all's consecutive channels stay spread.
         uint32_t channel = i / m_cfg.qpsPerConnection;
         uint32_t perHost = m_cfg.scaleUp != nullptr ? m_cfg.scaleUp->acceleratorsPerHost : 1;
-        uint32_t plane = (channel / perHost + src) % planes;
+        uint32_t plane = (channel + (perHost > 1 ? channel / perHost : 0) + src) % planes;
         qa->SetAttribute("Port", UintegerValue(plane));
         qb->SetAttribute("Port", UintegerValue(plane));
         qa->SetAttribute("Entropy",
