@@ -234,3 +234,55 @@ TEST_CASE("the NICs' transmit and receive processing add exactly their latency t
         CHECK(at[2] - at[0] == 1800000);
     }
 }
+
+TEST_CASE("with hosts, RoCEv2's pinned QPs of one NIC spread over all its planes",
+          "[hosts][collective]")
+{
+    // 2 hosts x 8 accelerators, 8 planes: an all-to-all (8 channels) and a 64-channel ring
+    // must each send on every plane of every NIC, as NCCL puts channels on distinct ports.
+    for (CollectiveAlgorithm algo : {CollectiveAlgorithm::Direct, CollectiveAlgorithm::Ring})
+    {
+        SimGuard guard;
+        RdmaWorld w(SmallFpf(16, 8, 8));
+        std::vector<Ptr<RdmaNic>> nics;
+        for (uint32_t i = 0; i < 16; ++i)
+        {
+            nics.push_back(w.rdma->Nic(i));
+        }
+        ScaleUpFabric su;
+        su.acceleratorsPerHost = 8;
+        for (uint32_t h = 0; h < 2; ++h)
+        {
+            su.hosts.push_back(CreateObject<ScaleUpDomain>());
+            su.hosts.back()->SetAccelerators(8);
+        }
+        QueuePairFactory f;
+        f.SetTypeId("ns3::metaroce::RoceV2QueuePair");
+        f.Set("CongestionControl", StringValue("ns3::metaroce::RdmaNoCongestionControl"));
+        CollectiveConfig cfg;
+        cfg.scaleUp = &su;
+        cfg.maxChannels = algo == CollectiveAlgorithm::Ring ? 64 : 8;
+        std::vector<uint32_t> ranks(16);
+        std::iota(ranks.begin(), ranks.end(), 0u);
+        Communicator comm(ranks, &nics, f, cfg);
+        bool done = false;
+        comm.Start(algo == CollectiveAlgorithm::Ring ? CollectiveOp::AllReduce
+                                                     : CollectiveOp::AllToAll,
+                   algo, 16 << 20,
+                   [&](const CollectiveResult&)
+                   {
+                       done = true;
+                       Simulator::Stop();
+                   });
+        Simulator::Run();
+        REQUIRE(done);
+        for (uint32_t n = 0; n < 16; ++n)
+        {
+            for (uint32_t p = 0; p < 8; ++p)
+            {
+                INFO("NIC " << n << " plane " << p << " " << ToString(algo));
+                CHECK(nics[n]->GetPort(p)->GetCounters().txBytes > 1000000);
+            }
+        }
+    }
+}
