@@ -1210,7 +1210,6 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
     auto scaleUp = BuildScaleUp(spec.topology);
     CollectiveConfig jobCfg;
     jobCfg.scaleUp = scaleUp.get();
-    jobCfg.ranksPerHost = spec.topology.acceleratorsPerHost;
     std::vector<PhaseRun> phases(job.phases.size());
     for (std::size_t p = 0; p < job.phases.size(); ++p)
     {

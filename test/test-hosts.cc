@@ -281,7 +281,7 @@ TEST_CASE("with hosts, RoCEv2's pinned QPs of one NIC spread over all its planes
             for (uint32_t p = 0; p < 8; ++p)
             {
                 INFO("NIC " << n << " plane " << p << " " << ToString(algo));
-                CHECK(nics[n]->GetPort(p)->GetCounters().txBytes > 1000000);
+                CHECK(nics[n]->GetPort(p)->GetCounters().txBytes > 100000);
             }
         }
     }

@@ -155,6 +155,13 @@ Communicator::Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<Rd
         m_layout->local.push_back(su != nullptr ? su->LocalOf(nic) : 0);
     }
     m_userChannels = m_cfg.maxChannels;
+    if (m_cfg.scaleUp != nullptr)
+    {
+        // What NCCL sees: this communicator's ranks per host (a group spread over hosts has
+        // one); hosts holding unequal numbers count as one rank per node.
+        const uint32_t hosts = static_cast<uint32_t>(m_layout->Groups().size());
+        m_cfg.ranksPerHost = Size() % hosts == 0 ? Size() / hosts : 1;
+    }
     if (m_cfg.maxChannels == 0)
     {
         // NCCL: channels per net peer = ceil(NIC bandwidth / 14 GB/s).
