@@ -19,7 +19,8 @@ failures = []
 
 
 def run(args, cwd=ROOT):
-    return subprocess.run([SIM] + args, cwd=cwd, capture_output=True, text=True, timeout=600)
+    return subprocess.run([SIM] + args, cwd=cwd, capture_output=True, text=True, errors="replace",
+                          timeout=600)
 
 
 def write(tmp, name, obj):
@@ -99,7 +100,66 @@ with tempfile.TemporaryDirectory() as tmp:
         (lambda: [os.path.join(tmp, "missing.json")], "cannot open file"),
         (lambda: [SCENARIO, "--variant", "no-such-variant"], "--variant: no variant"),
         (lambda: [SCENARIO, "--variant"], "--variant: needs a value"),
+        # A number beyond a double's range (nlohmann's out_of_range).
+        (lambda: [write(tmp, "bad.json", open(SCENARIO).read().replace(
+            '"duration_us": ', '"duration_us": 1e400, "x": ', 1))], "duration_us: not valid JSON"),
+        # A directory where a file is expected: the scenario, the topology, the job.
+        (lambda: [tmp], "it is a directory"),
+        (lambda: [mutated(lambda j: j.update(topology=tmp))], "topology: cannot open file"),
+        (lambda: [JOB, "--set", "workload.job=" + tmp], "workload.job: cannot open file"),
+        # Topology paths the file system refuses: a loop of symbolic links, a component longer
+        # than NAME_MAX, a path longer than PATH_MAX.
+        (lambda: [mutated(lambda j: j.update(topology=symlink_loop()))],
+         "topology: cannot open file"),
+        (lambda: [mutated(lambda j: j.update(topology=os.path.join(tmp, "a" * 300)))],
+         "topology: cannot open file"),
+        (lambda: [mutated(lambda j: j.update(topology=os.path.join(tmp, "a/" * 3000)))],
+         "topology: cannot open file"),
+        # A --set value that is not UTF-8 (the scenario is written out as JSON).
+        (lambda: [SCENARIO, "--set", b"name=\xff"], "name: the value is not valid UTF-8"),
+        (lambda: [SCENARIO, "--set", b"\xff=1"], "key path is not valid UTF-8"),
+        # Nesting deep enough to exhaust the stack of a recursive parser or printer, in a file
+        # and in a --set value (a single argument is at most 128 KiB).
+        (lambda: [write(tmp, "bad.json", open(SCENARIO).read().replace(
+            '"workload": {', '"workload": {"planes": ' + "[" * 100000 + "]" * 100000 + ",", 1))],
+         "workload.planes[0][0]"),
+        (lambda: [SCENARIO, "--set", "workload.planes=" + "[" * 60000 + "]" * 60000],
+         "nested deeper than 64 levels"),
+        (lambda: [SCENARIO, "--set", "a." * 10000 + "b=1"], "more than 64 levels of keys"),
+        # ns-3 aborts on these attribute values instead of rejecting them.
+        (lambda: [STREAMS, "--set", "transport.attributes.RtoMin=5xs"],
+         "transport.attributes.RtoMin: '5xs' is not a valid value"),
+        (lambda: [STREAMS, "--set", "transport.attributes.MinPaths=abc"],
+         "transport.attributes.MinPaths: 'abc' is not a valid value"),
+        (lambda: [STREAMS, "--set", "transport.attributes.Mtu=99999999999999999999"],
+         "transport.attributes.Mtu"),
+        # ...and this one was silently replaced by the transport's congestion control.
+        (lambda: [STREAMS, "--set", "transport.attributes.CongestionControl=ns3::Object"],
+         "transport.attributes.CongestionControl: set by transport.congestion_control"),
+        # An element of a list is named by its index.
+        (lambda: [COLL, "--set", "workload.sizes_bytes=[1,2,3,-1]"],
+         "workload.sizes_bytes[3]: must be a whole number in 0..1099511627776, got -1"),
+        (lambda: [COLL, "--set", "workload.placement=explicit", "--set", "workload.nics=[1,2,1]"],
+         "workload.nics[2]: NIC 1 already runs rank 0"),
+        (lambda: [SCENARIO, "--set", "workload.planes=[0,9]"], "workload.planes[1]:"),
+        # One spelling of key paths in every message: a.b[0].c.
+        (lambda: [STREAMS, "--set", "faults=[{\"kind\":\"loss\",\"rate\":0.1}]",
+                  "--set", "faults.0.rate=2"], "faults[0].rate: must be a number"),
+        (lambda: [STREAMS, "--set", "faults=[{\"kind\":\"loss\",\"rate\":0.1}]",
+                  "--set", "faults.3.rate=2"], "--set: faults[3]: index out of range"),
+        (lambda: [mutated(lambda j: j.update(faults=[{"kind": "loss", "rate": 0.1}], variants=[
+            {"name": "x", "set": {"faults.0.rate": 2}}]))], "faults[0].rate: must be a number"),
+        (lambda: [mutated(lambda j: j.update(faults=[{"kind": "loss", "rate": 0.1}], variants=[
+            {"name": "x", "set": {"faults.2.rate": 2}}]))],
+         "variants[0].set: faults[2]: index out of range"),
     ]
+
+    def symlink_loop():
+        loop = os.path.join(tmp, "loop.json")
+        if not os.path.islink(loop):
+            os.symlink(loop, loop)
+        return loop
+
     for make_args, needle in bad:
         args = make_args()
         if "--out" not in args:
@@ -110,6 +170,36 @@ with tempfile.TemporaryDirectory() as tmp:
         check(needle in first, f"{args}: error line {first!r} does not name {needle!r}")
         check(not os.path.exists(out), f"{args}: left an output file behind")
         check("Traceback" not in r.stderr and "terminate" not in r.stderr, f"{args}: crashed")
+
+    # An unreadable topology file (root reads it anyway: then run as nobody, from a folder
+    # nobody may enter).
+    shared = tempfile.mkdtemp(prefix="cli-unreadable-")
+    try:
+        os.chmod(shared, 0o755)
+        secret = write(shared, "topology.json", open(os.path.join(
+            ROOT, "topologies", "fpf-8plane-64.json")).read())
+        os.chmod(secret, 0)
+        scen = mutated(lambda j: j.update(topology=secret))
+        os.rename(scen, os.path.join(shared, "scenario.json"))
+        os.chmod(os.path.join(shared, "scenario.json"), 0o644)
+        user = 65534 if os.getuid() == 0 else None
+        r = subprocess.run([SIM, os.path.join(shared, "scenario.json"), "--dry-run"],
+                           capture_output=True, text=True, timeout=60, user=user)
+        check(r.returncode == 2 and "topology: cannot open file" in r.stderr and
+              "Permission denied" in r.stderr, f"unreadable topology: exit {r.returncode}, "
+              f"{r.stderr.strip()}")
+    finally:
+        for f in os.listdir(shared):
+            os.remove(os.path.join(shared, f))
+        os.rmdir(shared)
+
+    # A key path in the a.b[0].c form reaches the same key as a.b.0.c.
+    r = run([STREAMS, "--dry-run", "--set", "workload.flows[0].src=1",
+             "--set", "workload.flows.0.dst=0"])
+    flows = json.loads(r.stdout.split("\n}\n")[0] + "\n}")["resolved"]["workload"]["flows"] \
+        if r.returncode == 0 else None
+    check(flows == [{"src": 1, "dst": 0}],
+          f"--set a[0].b: exit {r.returncode}, {r.stderr.strip()}")
 
     # --dry-run resolves and reports the fabric without running it.
     r = run([SCENARIO, "--dry-run", "--set", "duration_us=10"])
