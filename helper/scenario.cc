@@ -2,6 +2,7 @@
 
 #include "json-reader.h"
 #include "model/collective/communicator.h"
+#include "scenario-runner.h"
 
 #include "ns3/string.h"
 #include "ns3/type-id.h"
@@ -657,20 +658,7 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
         run.flowsOutput = o.Bool("flows", false);
         if (o.Has("table"))
         {
-            const auto& t = o.Raw("table");
-            if (!t.is_array() || t.empty())
-            {
-                o.Fail("table", "must be a non-empty array of metric or counter names");
-            }
-            run.table.clear();
-            for (const auto& c : t)
-            {
-                if (!c.is_string())
-                {
-                    o.Fail("table", "must hold column names (strings), got " + c.dump());
-                }
-                run.table.push_back(c.get<std::string>());
-            }
+            run.table = o.ChoiceList("table", ResultColumns(run.workloadKind));
         }
         o.Finish();
     }

@@ -6,6 +6,7 @@ usage: cli_test.py METAROCE_SIM REPO_ROOT
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,8 +37,36 @@ def check(cond, what):
         print("FAIL:", what)
 
 
+def table_columns(scenario):
+    """The columns outputs.table accepts for the scenario's workload kind (from the error)."""
+    r = run([scenario, "--dry-run", "--set", 'outputs.table=["?"]'])
+    m = re.search(r"outputs\.table\[0\]: must be one of (.*), got", r.stderr)
+    return set(m.group(1).split(", ")) if m else set()
+
+
+def check_columns(scenario, csv, what):
+    """Every metric and counter of a run is a column outputs.table accepts."""
+    with open(csv) as f:
+        header = f.readline().strip().split(",")[2:]  # after scenario, variant
+    allowed = table_columns(scenario)
+    check(allowed and all(c in allowed for c in header),
+          f"{what}: run has columns outputs.table rejects: "
+          f"{[c for c in header if c not in allowed]}")
+
+
 with open(SCENARIO) as f:
     base = json.load(f)
+
+# Every metric and counter name the runner writes (some only with one transport, a victim,
+# faults or a time series, so a run may not show them) is a column some table accepts.
+with open(os.path.join(ROOT, "helper", "scenario-runner.cc")) as f:
+    runner = f.read().split("ResultColumns(const std::string& workloadKind)")[0]
+written = set(re.findall(r'(?:metrics|counters)\["([a-z_0-9]+)"\]', runner))
+for block in re.findall(r"rec\.(?:metrics|counters) = \{(.*?)\};", runner, re.S):
+    written |= set(re.findall(r'\{"([a-z_0-9]+)",', block))
+accepted = set().union(*(table_columns(s) for s in (SCENARIO, STREAMS, COLL, JOB)))
+check(len(written) > 50 and written <= accepted,
+      f"runner writes columns no outputs.table accepts: {sorted(written - accepted)}")
 
 with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "out.json")
@@ -152,6 +181,13 @@ with tempfile.TemporaryDirectory() as tmp:
         (lambda: [mutated(lambda j: j.update(faults=[{"kind": "loss", "rate": 0.1}], variants=[
             {"name": "x", "set": {"faults.2.rate": 2}}]))],
          "variants[0].set: faults[2]: index out of range"),
+        # outputs.table: a column a run of this workload kind never has, or "".
+        (lambda: [SCENARIO, "--set", "outputs.table=[\"delivery_ratio\",\"\"]"],
+         "outputs.table[1]: must be one of offered_goodput_gbps, delivered_goodput_gbps"),
+        (lambda: [SCENARIO, "--set", "outputs.table=[\"goodput_gbps\"]"],
+         "outputs.table[0]: must be one of"),
+        (lambda: [JOB, "--set", "outputs.table=[\"phase\",\"size_bytes\"]"],
+         "outputs.table[1]: must be one of phase, op, bytes"),
     ]
 
     def symlink_loop():
@@ -230,6 +266,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 run_.pop("cost")
         check(js[0] == js[1], "JSON (without cost) differs between identical runs")
         check(js[0]["schema_version"] == 1, "schema_version is 1")
+        check_columns(SCENARIO, outs[0][:-5] + ".csv", "raw")
         check(len(js[0]["runs"]) == 4, "one record per variant")
     # --variant runs only the named variants, with the same results as in the full run.
     if os.path.exists(outs[0]):
@@ -290,6 +327,7 @@ if os.path.exists(o):
         check(c["qps_unfinished"] == 0, f"{run_['variant']}: QPs left with work")
         check(m["goodput_gbps"] > 1000, f"{run_['variant']}: bidirectional goodput "
               f"{m['goodput_gbps']} Gb/s")
+    check_columns(STREAMS, o[:-5] + ".csv", "streams")
     os.remove(o)
     os.remove(o[:-5] + ".csv")
 
@@ -310,6 +348,16 @@ if os.path.exists(o):
     meta = [x["metrics"] for x in runs if x["variant"] == "MetaRoCE"]
     check(abs(meta[0]["iteration_us"] - (max(meta[0]["time_us"], meta[1]["time_us"])
                                          + meta[2]["time_us"])) < 1.0, "job: stage timing")
+    check_columns(JOB, o[:-5] + ".csv", "job")
+    os.remove(o)
+    os.remove(o[:-5] + ".csv")
+
+# A collective's records carry only columns its table may name.
+o = os.path.join(tempfile.gettempdir(), f"cli-coll-{os.getpid()}.json")
+r = run([COLL, "--quiet", "--out", o, "--set", "workload.sizes_bytes=[4096]"])
+check(r.returncode == 0, f"collective run exit {r.returncode}: {r.stderr}")
+if os.path.exists(o):
+    check_columns(COLL, o[:-5] + ".csv", "collective")
     os.remove(o)
     os.remove(o[:-5] + ".csv")
 
