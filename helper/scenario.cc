@@ -722,7 +722,7 @@ ApplySet(nlohmann::json& j, const std::string& assignment, const std::string& or
 
 Scenario
 LoadScenarioText(const std::string& text, const std::string& file,
-                 const std::vector<std::string>& sets)
+                 const std::vector<std::string>& sets, const std::vector<std::string>& select)
 {
     try
     {
@@ -769,37 +769,75 @@ LoadScenarioText(const std::string& text, const std::string& file,
         JsonReader root(j, "");
         sc.name = root.String("name");
         sc.description = root.String("description", "");
-        std::vector<std::pair<std::string, nlohmann::json>> variants;
+        // Every variant's name, then only the selected variants built (and so validated).
+        std::vector<JsonReader> entries;
+        std::vector<std::string> names;
         if (j.contains("variants"))
         {
-            for (const auto& v : root.Array("variants"))
-            {
-                std::string name = v.String("name");
-                nlohmann::json copy = j;
-                copy.erase("variants");
-                if (v.Has("set"))
-                {
-                    const auto& set = v.Raw("set");
-                    if (!set.is_object())
-                    {
-                        v.Fail("set", "must be an object of key.path: value");
-                    }
-                    for (auto it = set.begin(); it != set.end(); ++it)
-                    {
-                        SetPath(copy, it.key(), it.value(), v.KeyPath("set"));
-                    }
-                }
-                v.Finish();
-                variants.emplace_back(name, copy);
-            }
-            if (variants.empty())
+            entries = root.Array("variants");
+            if (entries.empty())
             {
                 root.Fail("variants", "must list at least one variant");
+            }
+            for (std::size_t i = 0; i < entries.size(); ++i)
+            {
+                std::string name = entries[i].String("name");
+                auto same = std::find(names.begin(), names.end(), name);
+                if (same != names.end())
+                {
+                    entries[i].Fail("name", "\"" + name + "\" is also the name of " +
+                                                root.ElementPath("variants", same - names.begin()));
+                }
+                names.push_back(name);
             }
         }
         else
         {
-            variants.emplace_back("default", j);
+            names.push_back("default");
+        }
+        for (const auto& n : select)
+        {
+            if (std::find(names.begin(), names.end(), n) == names.end())
+            {
+                std::string known;
+                for (const auto& k : names)
+                {
+                    known += (known.empty() ? "'" : ", '") + k + "'";
+                }
+                throw InputError("--variant: no variant '" + n + "' in " + sc.name + " (it has " +
+                                 known + ")");
+            }
+        }
+        std::vector<std::pair<std::string, nlohmann::json>> variants;
+        for (std::size_t i = 0; i < names.size(); ++i)
+        {
+            if (!select.empty() &&
+                std::find(select.begin(), select.end(), names[i]) == select.end())
+            {
+                continue;
+            }
+            if (entries.empty())
+            {
+                variants.emplace_back(names[i], j);
+                continue;
+            }
+            const JsonReader& v = entries[i];
+            nlohmann::json copy = j;
+            copy.erase("variants");
+            if (v.Has("set"))
+            {
+                const auto& set = v.Raw("set");
+                if (!set.is_object())
+                {
+                    v.Fail("set", "must be an object of key.path: value");
+                }
+                for (auto it = set.begin(); it != set.end(); ++it)
+                {
+                    SetPath(copy, it.key(), it.value(), v.KeyPath("set"));
+                }
+            }
+            v.Finish();
+            variants.emplace_back(names[i], copy);
         }
         for (auto& [name, vj] : variants)
         {
@@ -809,7 +847,7 @@ LoadScenarioText(const std::string& text, const std::string& file,
             }
             catch (const InputError& e)
             {
-                if (variants.size() > 1)
+                if (names.size() > 1)
                 {
                     throw InputError(std::string("variant '") + name + "': " + e.what());
                 }
@@ -825,12 +863,13 @@ LoadScenarioText(const std::string& text, const std::string& file,
 }
 
 Scenario
-LoadScenario(const std::string& file, const std::vector<std::string>& sets)
+LoadScenario(const std::string& file, const std::vector<std::string>& sets,
+             const std::vector<std::string>& variants)
 {
     std::string text = ReadTextFile(file);
     try
     {
-        return LoadScenarioText(text, file, sets);
+        return LoadScenarioText(text, file, sets, variants);
     }
     catch (const InputError&)
     {

@@ -188,6 +188,12 @@ with tempfile.TemporaryDirectory() as tmp:
          "outputs.table[0]: must be one of"),
         (lambda: [JOB, "--set", "outputs.table=[\"phase\",\"size_bytes\"]"],
          "outputs.table[1]: must be one of phase, op, bytes"),
+        # Variants are selected before they are validated, but a name must still exist.
+        (lambda: [two_variants(), "--variant", "nope"], "--variant: no variant 'nope'"),
+        (lambda: [two_variants(), "--variant", "broken"],
+         "variant 'broken': workload.entropies_per_flow"),
+        (lambda: [mutated(lambda j: j.update(variants=[{"name": "x"}, {"name": "x"}]))],
+         "variants[1].name: \"x\" is also the name of variants[0]"),
     ]
 
     def symlink_loop():
@@ -195,6 +201,11 @@ with tempfile.TemporaryDirectory() as tmp:
         if not os.path.islink(loop):
             os.symlink(loop, loop)
         return loop
+
+    def two_variants():
+        return mutated(lambda j: j.update(variants=[
+            {"name": "good", "set": {"workload.entropies_per_flow": 4}},
+            {"name": "broken", "set": {"workload.entropies_per_flow": 0}}]))
 
     for make_args, needle in bad:
         args = make_args()
@@ -229,6 +240,10 @@ with tempfile.TemporaryDirectory() as tmp:
             os.remove(os.path.join(shared, f))
         os.rmdir(shared)
 
+    # --variant A runs A even when another variant of the file is invalid.
+    r = run([two_variants(), "--variant", "good", "--dry-run"])
+    check(r.returncode == 0 and '"variant": "good"' in r.stdout and "broken" not in r.stdout,
+          f"--variant good with a broken sibling: exit {r.returncode}, {r.stderr.strip()}")
     # A key path in the a.b[0].c form reaches the same key as a.b.0.c.
     r = run([STREAMS, "--dry-run", "--set", "workload.flows[0].src=1",
              "--set", "workload.flows.0.dst=0"])
