@@ -79,7 +79,7 @@ SplitPath(const std::string& path, const std::string& origin)
     return parts;
 }
 
-/// An array index: digits only, below 2^32.
+/// An array index: up to 9 digits.
 bool
 ParseIndex(const std::string& s, std::size_t& idx)
 {
@@ -122,6 +122,11 @@ SetPath(nlohmann::json& j, const std::string& path, const nlohmann::json& value,
             walked = JoinKey(walked, p.key);
             if (!last && !at->contains(p.key))
             {
+                if (parts[i + 1].bracket)
+                {
+                    throw InputError(origin + ": " + walked + ": not present, so it has no [" +
+                                     parts[i + 1].key + "] (set the whole array)");
+                }
                 (*at)[p.key] = nlohmann::json::object();
             }
             at = &(*at)[p.key];

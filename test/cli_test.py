@@ -176,6 +176,7 @@ with tempfile.TemporaryDirectory() as tmp:
                   "--set", "faults.0.rate=2"], "faults[0].rate: must be a number"),
         (lambda: [STREAMS, "--set", "faults=[{\"kind\":\"loss\",\"rate\":0.1}]",
                   "--set", "faults.3.rate=2"], "--set: faults[3]: index out of range"),
+        (lambda: [STREAMS, "--set", "faults[0].rate=2"], "--set: faults: not present"),
         (lambda: [mutated(lambda j: j.update(faults=[{"kind": "loss", "rate": 0.1}], variants=[
             {"name": "x", "set": {"faults.0.rate": 2}}]))], "faults[0].rate: must be a number"),
         (lambda: [mutated(lambda j: j.update(faults=[{"kind": "loss", "rate": 0.1}], variants=[
