@@ -398,8 +398,9 @@ ParseJob(const JsonReader& j, const TopologySpec& topo)
     return job;
 }
 
-/// Whether ns-3 can parse `value` as a `valueType` without ending the program: its integer
-/// and time parsers abort on trailing text or an unknown unit instead of reporting an error.
+/// Whether ns-3 can parse `value` as a `valueType` without ending the program: its integer,
+/// floating-point and time parsers abort on trailing text, "nan" or an unknown unit instead
+/// of reporting an error.
 bool
 Ns3CanParse(const std::string& valueType, const std::string& value)
 {
@@ -409,6 +410,19 @@ Ns3CanParse(const std::string& valueType, const std::string& value)
         return !s.empty() && s.size() <= 19 &&
                s.find_first_not_of("0123456789") == std::string::npos;
     };
+    // A finite decimal number, all of it (no "inf", "nan", hexadecimal or trailing text).
+    auto number = [](const std::string& s, double& x)
+    {
+        if (s.empty() || s.find_first_not_of("+-0123456789.eE") != std::string::npos)
+        {
+            return false;
+        }
+        char* end = nullptr;
+        errno = 0;
+        x = std::strtod(s.c_str(), &end);
+        return errno == 0 && end == s.c_str() + s.size() && std::isfinite(x);
+    };
+    double x = 0;
     if (valueType == "ns3::UintegerValue")
     {
         return digits(value);
@@ -418,6 +432,10 @@ Ns3CanParse(const std::string& valueType, const std::string& value)
         return digits(!value.empty() && (value[0] == '-' || value[0] == '+') ? value.substr(1)
                                                                              : value);
     }
+    if (valueType == "ns3::DoubleValue")
+    {
+        return number(value, x);
+    }
     if (valueType == "ns3::TimeValue")
     {
         // a number and an optional unit, within +-9e6 s (64-bit picoseconds)
@@ -426,16 +444,8 @@ Ns3CanParse(const std::string& valueType, const std::string& value)
             {"us", 1e-6}, {"ms", 1e-3},  {"s", 1.0},          {"min", 60},
             {"h", 3600},  {"d", 86400},  {"y", 365 * 86400.0}};
         std::size_t n = value.find_first_not_of("+-0123456789.eE");
-        std::string number = value.substr(0, n);
         auto unit = unitSeconds.find(n == std::string::npos ? "" : value.substr(n));
-        if (number.empty() || unit == unitSeconds.end())
-        {
-            return false;
-        }
-        char* end = nullptr;
-        errno = 0;
-        double x = std::strtod(number.c_str(), &end);
-        return errno == 0 && end == number.c_str() + number.size() &&
+        return unit != unitSeconds.end() && number(value.substr(0, n), x) &&
                std::fabs(x * unit->second) <= 9e6;
     }
     return true;

@@ -162,6 +162,10 @@ with tempfile.TemporaryDirectory() as tmp:
          "transport.attributes.MinPaths: 'abc' is not a valid value"),
         (lambda: [STREAMS, "--set", "transport.attributes.Mtu=99999999999999999999"],
          "transport.attributes.Mtu"),
+        (lambda: [STREAMS, "--set", "transport.cc_attributes.AdditiveIncrease=1.5x"],
+         "transport.cc_attributes.AdditiveIncrease: '1.5x' is not a valid value"),
+        (lambda: [STREAMS, "--set", "transport.cc_attributes.AdditiveIncrease=nan"],
+         "transport.cc_attributes.AdditiveIncrease: 'nan' is not a valid value"),
         # ...and this one was silently replaced by the transport's congestion control.
         (lambda: [STREAMS, "--set", "transport.attributes.CongestionControl=ns3::Object"],
          "transport.attributes.CongestionControl: set by transport.congestion_control"),
