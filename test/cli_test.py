@@ -104,6 +104,7 @@ with tempfile.TemporaryDirectory() as tmp:
         (lambda: [SCENARIO, "--set", "novalue"], "expected key.path=value"),
         (lambda: [SCENARIO, "--bogus"], "--bogus: unknown option"),
         (lambda: [SCENARIO, "--out", "/nonexistent-dir/x.json"], "--out"),
+        (lambda: [SCENARIO, "--out", os.path.join(symlink_loop(), "x.json")], "--out:"),
         (lambda: [], "no scenario file"),
         (lambda: [STREAMS, "--set", "transport.attributes.Bogus=1"],
          "transport.attributes.Bogus: not an attribute"),
