@@ -1,29 +1,179 @@
 #include "json-reader.h"
 
+#include <cerrno>
 #include <cmath>
-#include <fstream>
+#include <cstring>
+#include <fcntl.h>
 #include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace ns3
 {
 namespace metaroce
 {
 
-nlohmann::json
-ReadJsonFile(const std::string& path, const std::string& what)
+std::string
+ReadTextFile(const std::string& path)
 {
-    std::ifstream in(path);
-    if (!in)
+    if (path.find('\0') != std::string::npos)
     {
-        throw InputError(what + ": cannot open file '" + path + "'");
+        throw InputError("cannot open file '" + path + "': the name holds a NUL character");
     }
+    // POSIX calls rather than streams: each failure (a loop of symbolic links, a name too
+    // long, no permission, a directory) comes back as an errno to report, not an exception.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+    {
+        throw InputError("cannot open file '" + path + "': " + std::strerror(errno));
+    }
+    struct Closer
+    {
+        int fd;
+
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+
+    struct stat st;
+    if (::fstat(fd, &st) != 0)
+    {
+        throw InputError("cannot open file '" + path + "': " + std::strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode))
+    {
+        throw InputError("cannot open file '" + path + "': it is a directory");
+    }
+    // A pipe is accepted (`<(command)`); a device or socket is not a file to read to its end.
+    if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+    {
+        throw InputError("cannot open file '" + path + "': not a regular file");
+    }
+    std::string text;
+    char buf[65536];
+    while (true)
+    {
+        ssize_t n = ::read(fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+        {
+            continue;
+        }
+        if (n < 0)
+        {
+            throw InputError("cannot read file '" + path + "': " + std::strerror(errno));
+        }
+        if (n == 0)
+        {
+            break;
+        }
+        text.append(buf, static_cast<std::size_t>(n));
+        if (text.size() > kMaxInputFileBytes)
+        {
+            throw InputError("cannot read file '" + path + "': larger than " +
+                             std::to_string(kMaxInputFileBytes >> 20) + " MiB");
+        }
+    }
+    return text;
+}
+
+std::string
+JoinKey(const std::string& at, const std::string& key)
+{
+    return at.empty() ? key : key.empty() ? at : at + "." + key;
+}
+
+nlohmann::json
+ParseJson(const std::string& text, const std::string& at, const std::string& file)
+{
+    // Where the parser is, for errors: one frame per open object (its current key, and
+    // whether that key's value is complete) or array (the index of the element being read).
+    struct Frame
+    {
+        bool array;
+        std::string key;
+        std::size_t index;
+        bool done;
+    };
+
+    std::vector<Frame> frames;
+    auto where = [&]()
+    {
+        std::string p = at;
+        for (std::size_t i = 0; i < frames.size(); ++i)
+        {
+            const Frame& f = frames[i];
+            if (i == 8)
+            {
+                p += "...";
+                break;
+            }
+            if (f.array)
+            {
+                p += "[" + std::to_string(f.index) + "]";
+            }
+            else if (!f.key.empty())
+            {
+                p = JoinKey(p, f.key);
+            }
+        }
+        if (p.empty())
+        {
+            return std::string("(root)");
+        }
+        return !frames.empty() && !frames.back().array && frames.back().done ? "after " + p : p;
+    };
+    const std::string in = file.empty() ? "" : " in '" + file + "'";
+    auto advance = [&]()
+    {
+        if (!frames.empty())
+        {
+            frames.back().index += frames.back().array ? 1 : 0;
+            frames.back().done = !frames.back().array;
+        }
+    };
+    // Called while parsing, before the tree grows deeper than the limit.
+    auto track = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed)
+    {
+        using E = nlohmann::json::parse_event_t;
+        switch (event)
+        {
+            case E::object_start:
+            case E::array_start:
+                if (frames.size() >= kMaxJsonDepth)
+                {
+                    throw JsonTooDeep(where() + ": nested deeper than " +
+                                      std::to_string(kMaxJsonDepth) + " levels" + in);
+                }
+                frames.push_back({event == E::array_start, "", 0, false});
+                break;
+            case E::key:
+                frames.back().key = parsed.get<std::string>();
+                frames.back().done = false;
+                break;
+            case E::object_end:
+            case E::array_end:
+                frames.pop_back();
+                advance();
+                break;
+            case E::value:
+                advance();
+                break;
+        }
+        return true;
+    };
     try
     {
-        return nlohmann::json::parse(in);
+        return nlohmann::json::parse(text, track);
     }
-    catch (const nlohmann::json::parse_error& e)
+    catch (const nlohmann::json::exception& e)
     {
-        throw InputError(what + ": '" + path + "' is not valid JSON: " + e.what());
+        // Drop nlohmann's "[json.exception.parse_error.101] " tag.
+        std::string what = e.what();
+        auto tag = what.find("] ");
+        if (what.rfind("[json.exception.", 0) == 0 && tag != std::string::npos)
+        {
+            what = what.substr(tag + 2);
+        }
+        throw InputError(where() + ": not valid JSON" + in + ": " + what);
     }
 }
 
@@ -95,7 +245,7 @@ JsonReader::Array(const std::string& key) const
     std::vector<JsonReader> out;
     for (std::size_t i = 0; i < v.size(); ++i)
     {
-        std::string p = KeyPath(key) + "[" + std::to_string(i) + "]";
+        std::string p = ElementPath(key, i);
         if (!v[i].is_object())
         {
             throw InputError(p + ": must be an object");
@@ -113,30 +263,95 @@ Show(const nlohmann::json& v)
     std::string s = v.dump();
     return s.size() > 40 ? s.substr(0, 37) + "..." : s;
 }
-} // namespace
 
+/// v as a whole number in min..max; `where` names it in the error.
 uint64_t
-JsonReader::UInt(const std::string& key, uint64_t min, uint64_t max) const
+ToUInt(const nlohmann::json& v, const std::string& where, uint64_t min, uint64_t max)
 {
-    const auto& v = Get(key);
     bool ok = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
     if (!ok && v.is_number_float())
     {
         double d = v.get<double>();
         ok = d >= 0 && std::floor(d) == d && d < 1.8e19;
     }
-    if (!ok)
+    uint64_t x = 0;
+    if (ok)
     {
-        Fail(key, "must be a whole number in " + std::to_string(min) + ".." + std::to_string(max) +
-                      ", got " + Show(v));
+        x = v.is_number_float() ? static_cast<uint64_t>(v.get<double>()) : v.get<uint64_t>();
     }
-    uint64_t x = v.is_number_float() ? static_cast<uint64_t>(v.get<double>()) : v.get<uint64_t>();
-    if (x < min || x > max)
+    if (!ok || x < min || x > max)
     {
-        Fail(key, "must be a whole number in " + std::to_string(min) + ".." + std::to_string(max) +
-                      ", got " + Show(v));
+        throw InputError(where + ": must be a whole number in " + std::to_string(min) + ".." +
+                         std::to_string(max) + ", got " + Show(v));
     }
     return x;
+}
+
+/// v as one of `choices`; `where` names it in the error.
+std::string
+ToChoice(const nlohmann::json& v, const std::string& where, const std::vector<std::string>& choices)
+{
+    if (v.is_string())
+    {
+        for (const auto& c : choices)
+        {
+            if (c == v.get<std::string>())
+            {
+                return c;
+            }
+        }
+    }
+    std::string list;
+    for (const auto& c : choices)
+    {
+        list += (list.empty() ? "" : ", ") + c;
+    }
+    throw InputError(where + ": must be one of " + list + ", got " + Show(v));
+}
+} // namespace
+
+std::string
+JsonReader::ElementPath(const std::string& key, std::size_t i) const
+{
+    return KeyPath(key) + "[" + std::to_string(i) + "]";
+}
+
+std::vector<uint64_t>
+JsonReader::UIntList(const std::string& key, uint64_t min, uint64_t max) const
+{
+    const auto& v = Get(key);
+    if (!v.is_array() || v.empty())
+    {
+        Fail(key, "must be a non-empty array of whole numbers, got " + Show(v));
+    }
+    std::vector<uint64_t> out;
+    for (std::size_t i = 0; i < v.size(); ++i)
+    {
+        out.push_back(ToUInt(v[i], ElementPath(key, i), min, max));
+    }
+    return out;
+}
+
+std::vector<std::string>
+JsonReader::ChoiceList(const std::string& key, const std::vector<std::string>& choices) const
+{
+    const auto& v = Get(key);
+    if (!v.is_array() || v.empty())
+    {
+        Fail(key, "must be a non-empty array of strings, got " + Show(v));
+    }
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < v.size(); ++i)
+    {
+        out.push_back(ToChoice(v[i], ElementPath(key, i), choices));
+    }
+    return out;
+}
+
+uint64_t
+JsonReader::UInt(const std::string& key, uint64_t min, uint64_t max) const
+{
+    return ToUInt(Get(key), KeyPath(key), min, max);
 }
 
 uint64_t
@@ -204,20 +419,7 @@ JsonReader::String(const std::string& key, const std::string& def) const
 std::string
 JsonReader::Choice(const std::string& key, const std::vector<std::string>& choices) const
 {
-    std::string s = String(key);
-    for (const auto& c : choices)
-    {
-        if (c == s)
-        {
-            return s;
-        }
-    }
-    std::string list;
-    for (const auto& c : choices)
-    {
-        list += (list.empty() ? "" : ", ") + c;
-    }
-    Fail(key, "must be one of " + list + ", got \"" + s + "\"");
+    return ToChoice(Get(key), KeyPath(key), choices);
 }
 
 std::string

@@ -25,8 +25,30 @@ class InputError : public std::runtime_error
     using std::runtime_error::runtime_error;
 };
 
-/// Reads a JSON file; a missing file or a syntax error is an InputError naming `what`.
-nlohmann::json ReadJsonFile(const std::string& path, const std::string& what);
+/// Deepest nesting of arrays and objects accepted in a JSON document. Parsed documents are
+/// copied, printed and destroyed recursively: an unbounded depth would overflow the stack.
+constexpr std::size_t kMaxJsonDepth = 64;
+/// Largest file read (bytes), far above any scenario or topology: /dev/zero ends too.
+constexpr std::size_t kMaxInputFileBytes = 16 << 20;
+
+/// JSON nested deeper than kMaxJsonDepth.
+class JsonTooDeep : public InputError
+{
+  public:
+    using InputError::InputError;
+};
+
+/// The contents of a file; a missing, unreadable or oversized file, or a directory, is an
+/// InputError naming the path and the reason.
+std::string ReadTextFile(const std::string& path);
+
+/// Parses JSON text. `at` is the key path at which the document sits ("" for a file's root)
+/// and `file` the file it came from ("": none); a syntax error or a number out of range is
+/// an InputError naming the key path where parsing stopped (and the file).
+nlohmann::json ParseJson(const std::string& text, const std::string& at, const std::string& file);
+
+/// `at` + "." + `key`, or `key` alone when `at` is empty.
+std::string JoinKey(const std::string& at, const std::string& key);
 
 class JsonReader
 {
@@ -43,6 +65,13 @@ class JsonReader
     JsonReader Object(const std::string& key) const;
     /// Elements of an array (required); each element's path is key[i].
     std::vector<JsonReader> Array(const std::string& key) const;
+    /// The key path of element i of array `key`: key[i].
+    std::string ElementPath(const std::string& key, std::size_t i) const;
+    /// A non-empty array of whole numbers (required); an error names the element.
+    std::vector<uint64_t> UIntList(const std::string& key, uint64_t min, uint64_t max) const;
+    /// A non-empty array of strings from `choices` (required); an error names the element.
+    std::vector<std::string> ChoiceList(const std::string& key,
+                                        const std::vector<std::string>& choices) const;
 
     uint64_t UInt(const std::string& key, uint64_t min, uint64_t max) const;
     uint64_t UInt(const std::string& key, uint64_t def, uint64_t min, uint64_t max) const;

@@ -44,6 +44,11 @@ class InvariantViolation : public std::runtime_error
 /// Runs one variant; a collective sweep gives one record per message size.
 std::vector<RunRecord> RunScenario(const RunSpec& spec, ProgressReporter& progress);
 
+/// The metric and counter names a record of this workload kind ("raw", "streams",
+/// "collective", "job") can carry: the columns outputs.table may name. Some appear only with
+/// one transport, a victim, faults or a time series; a table prints "-" where one is absent.
+const std::vector<std::string>& ResultColumns(const std::string& workloadKind);
+
 /// Peak resident set of this process so far, in bytes.
 uint64_t PeakRssBytes();
 

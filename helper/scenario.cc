@@ -2,11 +2,18 @@
 
 #include "json-reader.h"
 #include "model/collective/communicator.h"
+#include "scenario-runner.h"
 
 #include "ns3/string.h"
 #include "ns3/type-id.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <set>
 
 namespace ns3
 {
@@ -15,78 +22,121 @@ namespace metaroce
 
 namespace
 {
-std::vector<std::string>
-SplitPath(const std::string& path)
+/// One step of a key path: a key, or an array index written [n].
+struct PathPart
 {
-    std::vector<std::string> parts;
-    std::string cur;
-    for (char c : path)
+    std::string key;
+    bool bracket;
+};
+
+/// "a.b[0].c" or "a.b.0.c" into its parts.
+std::vector<PathPart>
+SplitPath(const std::string& path, const std::string& origin)
+{
+    std::vector<PathPart> parts;
+    std::size_t i = 0;
+    while (true)
     {
-        if (c == '.')
+        if (i < path.size() && path[i] == '[')
         {
-            parts.push_back(cur);
-            cur.clear();
+            std::size_t close = path.find(']', i);
+            if (close == std::string::npos)
+            {
+                throw InputError(origin + ": " + path + ": '[' without ']'");
+            }
+            parts.push_back({path.substr(i + 1, close - i - 1), true});
+            i = close + 1;
         }
         else
         {
-            cur += c;
+            std::size_t end = path.find_first_of(".[", i);
+            std::string key = path.substr(i, end == std::string::npos ? end : end - i);
+            if (key.empty())
+            {
+                throw InputError(origin + ": " + path + ": empty key in path");
+            }
+            parts.push_back({key, false});
+            i = end == std::string::npos ? path.size() : end;
+        }
+        if (i == path.size())
+        {
+            break;
+        }
+        if (path[i] == '.')
+        {
+            ++i; // a key follows (an empty one is an error above)
+        }
+        else if (path[i] != '[')
+        {
+            throw InputError(origin + ": " + path + ": expected '.' or '[' after ']'");
         }
     }
-    parts.push_back(cur);
+    if (parts.size() > kMaxJsonDepth)
+    {
+        throw InputError(origin + ": " + path.substr(0, 40) + "...: more than " +
+                         std::to_string(kMaxJsonDepth) + " levels of keys");
+    }
     return parts;
+}
+
+/// An array index: up to 9 digits.
+bool
+ParseIndex(const std::string& s, std::size_t& idx)
+{
+    if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
+    {
+        return false;
+    }
+    idx = std::stoul(s);
+    return true;
 }
 
 void
 SetPath(nlohmann::json& j, const std::string& path, const nlohmann::json& value,
         const std::string& origin)
 {
-    auto parts = SplitPath(path);
+    auto parts = SplitPath(path, origin);
     nlohmann::json* at = &j;
-    std::string walked;
+    std::string walked; // in the a.b[0].c form errors use everywhere
     for (std::size_t i = 0; i < parts.size(); ++i)
     {
-        const std::string& p = parts[i];
-        if (p.empty())
-        {
-            throw InputError(origin + " " + path + ": empty key in path");
-        }
-        walked += (walked.empty() ? "" : ".") + p;
+        const PathPart& p = parts[i];
         bool last = i + 1 == parts.size();
         if (at->is_array())
         {
+            walked += "[" + p.key + "]";
             std::size_t idx = 0;
-            try
+            if (!ParseIndex(p.key, idx))
             {
-                std::size_t used = 0;
-                idx = std::stoul(p, &used);
-                if (used != p.size())
-                {
-                    throw std::invalid_argument(p);
-                }
-            }
-            catch (const std::exception&)
-            {
-                throw InputError(origin + " " + walked + ": an array index must be a number");
+                throw InputError(origin + ": " + walked + ": an array index must be a number");
             }
             if (idx >= at->size())
             {
-                throw InputError(origin + " " + walked + ": index out of range (size " +
+                throw InputError(origin + ": " + walked + ": index out of range (size " +
                                  std::to_string(at->size()) + ")");
             }
             at = &(*at)[idx];
         }
-        else if (at->is_object())
+        else if (at->is_object() && !p.bracket)
         {
-            if (!last && !at->contains(p))
+            walked = JoinKey(walked, p.key);
+            if (!last && !at->contains(p.key))
             {
-                (*at)[p] = nlohmann::json::object();
+                if (parts[i + 1].bracket)
+                {
+                    throw InputError(origin + ": " + walked + ": not present, so it has no [" +
+                                     parts[i + 1].key + "] (set the whole array)");
+                }
+                (*at)[p.key] = nlohmann::json::object();
             }
-            at = &(*at)[p];
+            at = &(*at)[p.key];
         }
         else
         {
-            throw InputError(origin + " " + walked + ": cannot set a key inside a " +
-                             std::string(at->type_name()));
+            throw InputError(origin + ": " + walked + ": is " + (at->is_object() ? "an " : "a ") +
+                             std::string(at->type_name()) + ", cannot set " +
+                             (p.bracket ? "[" + p.key + "]" : "key '" + p.key + "'") +
+                             " inside it");
         }
         if (last)
         {
@@ -99,7 +149,14 @@ std::string
 ResolveFile(const std::string& name, const std::string& scenarioFile)
 {
     namespace fs = std::filesystem;
-    if (fs::exists(name))
+    // Without exceptions: a name that cannot be examined (a loop of symbolic links, too
+    // long) is left for ReadTextFile, whose error names it and the reason.
+    auto exists = [](const fs::path& p)
+    {
+        std::error_code ec;
+        return fs::exists(p, ec);
+    };
+    if (name.empty() || exists(name))
     {
         return name;
     }
@@ -107,12 +164,12 @@ ResolveFile(const std::string& name, const std::string& scenarioFile)
     for (const fs::path& base : {dir, dir / ".."})
     {
         fs::path p = base / name;
-        if (fs::exists(p))
+        if (exists(p))
         {
             return p.string();
         }
     }
-    return name; // the error names it
+    return name;
 }
 
 PatternSpec
@@ -163,19 +220,9 @@ ParseRaw(const JsonReader& w, const TopologySpec& topo)
     r.who = ParsePattern(w, topo);
     if (w.Has("planes"))
     {
-        const auto& arr = w.Raw("planes");
-        if (!arr.is_array() || arr.empty())
+        for (uint64_t p : w.UIntList("planes", 0, topo.planes - 1))
         {
-            w.Fail("planes", "must be a non-empty array of plane numbers");
-        }
-        for (const auto& v : arr)
-        {
-            if (!v.is_number_unsigned() || v.get<uint32_t>() >= topo.planes)
-            {
-                w.Fail("planes", "each plane must be a whole number below " +
-                                     std::to_string(topo.planes) + ", got " + v.dump());
-            }
-            r.planes.push_back(v.get<uint32_t>());
+            r.planes.push_back(static_cast<uint32_t>(p));
         }
     }
     else
@@ -245,20 +292,7 @@ ParseCollective(const JsonReader& w, const TopologySpec& topo)
     }
     if (w.Has("sizes_bytes"))
     {
-        const auto& arr = w.Raw("sizes_bytes");
-        if (!arr.is_array() || arr.empty())
-        {
-            w.Fail("sizes_bytes", "must be a non-empty array of byte counts");
-        }
-        for (const auto& v : arr)
-        {
-            if (!v.is_number_unsigned() || v.get<uint64_t>() > (1ULL << 40))
-            {
-                w.Fail("sizes_bytes",
-                       "each size must be a whole number up to 2^40, got " + v.dump());
-            }
-            c.sizes.push_back(v.get<uint64_t>());
-        }
+        c.sizes = w.UIntList("sizes_bytes", 0, 1ULL << 40);
     }
     else
     {
@@ -280,22 +314,17 @@ ParseCollective(const JsonReader& w, const TopologySpec& topo)
     c.stride = static_cast<uint32_t>(w.UInt("stride", 1, 1, topo.nics));
     if (c.placement == "explicit")
     {
-        const auto& arr = w.Raw("nics");
-        std::vector<bool> seen(topo.nics, false);
-        if (!arr.is_array() || arr.empty())
+        std::map<uint64_t, std::size_t> rankOf;
+        std::vector<uint64_t> nics = w.UIntList("nics", 0, topo.nics - 1);
+        for (std::size_t i = 0; i < nics.size(); ++i)
         {
-            w.Fail("nics", "must list the NIC of every rank");
-        }
-        for (const auto& v : arr)
-        {
-            if (!v.is_number_unsigned() || v.get<uint64_t>() >= topo.nics ||
-                seen[v.get<uint32_t>()])
+            auto [it, fresh] = rankOf.emplace(nics[i], i);
+            if (!fresh)
             {
-                w.Fail("nics", "each entry must be a distinct NIC below " +
-                                   std::to_string(topo.nics) + ", got " + v.dump());
+                throw InputError(w.ElementPath("nics", i) + ": NIC " + std::to_string(nics[i]) +
+                                 " already runs rank " + std::to_string(it->second));
             }
-            seen[v.get<uint32_t>()] = true;
-            c.nics.push_back(v.get<uint32_t>());
+            c.nics.push_back(static_cast<uint32_t>(nics[i]));
         }
         if (c.ranks != 0 && c.ranks != c.nics.size())
         {
@@ -369,6 +398,59 @@ ParseJob(const JsonReader& j, const TopologySpec& topo)
     return job;
 }
 
+/// Whether ns-3 can parse `value` as a `valueType` without ending the program: its integer,
+/// floating-point and time parsers abort on trailing text, "nan" or an unknown unit instead
+/// of reporting an error.
+bool
+Ns3CanParse(const std::string& valueType, const std::string& value)
+{
+    auto digits = [](const std::string& s)
+    {
+        // 19 digits always fit in 64 bits; a larger count is out of every range used here
+        return !s.empty() && s.size() <= 19 &&
+               s.find_first_not_of("0123456789") == std::string::npos;
+    };
+    // A finite decimal number, all of it (no "inf", "nan", hexadecimal or trailing text).
+    auto number = [](const std::string& s, double& x)
+    {
+        if (s.empty() || s.find_first_not_of("+-0123456789.eE") != std::string::npos)
+        {
+            return false;
+        }
+        char* end = nullptr;
+        errno = 0;
+        x = std::strtod(s.c_str(), &end);
+        return errno == 0 && end == s.c_str() + s.size() && std::isfinite(x);
+    };
+    double x = 0;
+    if (valueType == "ns3::UintegerValue")
+    {
+        return digits(value);
+    }
+    if (valueType == "ns3::IntegerValue")
+    {
+        return digits(!value.empty() && (value[0] == '-' || value[0] == '+') ? value.substr(1)
+                                                                             : value);
+    }
+    if (valueType == "ns3::DoubleValue")
+    {
+        return number(value, x);
+    }
+    if (valueType == "ns3::TimeValue")
+    {
+        // a number and an optional unit, within +-9e6 s (64-bit picoseconds)
+        static const std::map<std::string, double> unitSeconds = {
+            {"", 1e-12},  {"fs", 1e-15}, {"ps", 1e-12},       {"ns", 1e-9},
+            {"us", 1e-6}, {"ms", 1e-3},  {"s", 1.0},          {"min", 60},
+            {"h", 3600},  {"d", 86400},  {"y", 365 * 86400.0}};
+        std::size_t n = value.find_first_not_of("+-0123456789.eE");
+        auto unit = unitSeconds.find(n == std::string::npos ? "" : value.substr(n));
+        return unit != unitSeconds.end() && number(value.substr(0, n), x) &&
+               std::fabs(x * unit->second) <= 9e6;
+    }
+    return true;
+}
+
 /// Attribute overrides: each key must be an attribute of `tid` and its value valid for it.
 std::vector<std::pair<std::string, std::string>>
 ParseAttributes(const JsonReader& r, const std::string& key, TypeId tid)
@@ -404,9 +486,15 @@ ParseAttributes(const JsonReader& r, const std::string& key, TypeId tid)
             throw InputError(where + ": not an attribute of " + tid.GetName() + " (it has " +
                              known + ")");
         }
+        if (it.key() == "CongestionControl")
+        {
+            // the transport sets it from congestion_control, after these overrides
+            throw InputError(where + ": set by " + r.KeyPath("congestion_control"));
+        }
         std::string value =
             it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
-        if (!info.checker->CreateValidValue(StringValue(value)))
+        if (!Ns3CanParse(info.checker->GetValueTypeName(), value) ||
+            !info.checker->CreateValidValue(StringValue(value)))
         {
             throw InputError(where + ": '" + value + "' is not a valid value (" +
                              info.checker->GetUnderlyingTypeInformation() + ")");
@@ -442,7 +530,8 @@ ParseTransport(const JsonReader& t)
     }
     TypeId ccTid;
     if (!TypeId::LookupByNameFailSafe(s.ccType, &ccTid) ||
-        !ccTid.IsChildOf(TypeId::LookupByName("ns3::metaroce::RdmaCongestionOps")))
+        !ccTid.IsChildOf(TypeId::LookupByName("ns3::metaroce::RdmaCongestionOps")) ||
+        !ccTid.HasConstructor())
     {
         t.Fail("congestion_control",
                "must be aimd, dcqcn, none or the TypeId name of an RdmaCongestionOps, got \"" + cc +
@@ -584,20 +673,7 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
         run.flowsOutput = o.Bool("flows", false);
         if (o.Has("table"))
         {
-            const auto& t = o.Raw("table");
-            if (!t.is_array() || t.empty())
-            {
-                o.Fail("table", "must be a non-empty array of metric or counter names");
-            }
-            run.table.clear();
-            for (const auto& c : t)
-            {
-                if (!c.is_string())
-                {
-                    o.Fail("table", "must hold column names (strings), got " + c.dump());
-                }
-                run.table.push_back(c.get<std::string>());
-            }
+            run.table = o.ChoiceList("table", ResultColumns(run.workloadKind));
         }
         o.Finish();
     }
@@ -622,52 +698,80 @@ ApplySet(nlohmann::json& j, const std::string& assignment, const std::string& or
     }
     std::string path = assignment.substr(0, eq);
     std::string text = assignment.substr(eq + 1);
-    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
-    if (value.is_discarded())
+    // The value joins the scenario, which is written out as JSON: it must be UTF-8 text.
+    auto utf8 = [](const std::string& s)
     {
-        value = text; // a bare word is a string
+        try
+        {
+            nlohmann::json(s).dump();
+            return true;
+        }
+        catch (const nlohmann::json::type_error&)
+        {
+            return false;
+        }
+    };
+    if (!utf8(path))
+    {
+        throw InputError(origin + ": the key path is not valid UTF-8");
+    }
+    if (!utf8(text))
+    {
+        throw InputError(origin + ": " + path + ": the value is not valid UTF-8");
+    }
+    nlohmann::json value;
+    try
+    {
+        value = ParseJson(text, path, "");
+    }
+    catch (const JsonTooDeep& e)
+    {
+        throw InputError(origin + ": " + e.what());
+    }
+    catch (const InputError&)
+    {
+        value = text; // not JSON: a bare word is a string
     }
     SetPath(j, path, value, origin);
 }
 
 Scenario
-LoadScenario(const std::string& file, const std::vector<std::string>& sets)
+LoadScenarioText(const std::string& text, const std::string& file,
+                 const std::vector<std::string>& sets, const std::vector<std::string>& select)
 {
-    nlohmann::json j = ReadJsonFile(file, "scenario");
-    if (!j.is_object())
-    {
-        throw InputError(file + ": the scenario must be a JSON object");
-    }
     try
     {
+        nlohmann::json j = ParseJson(text, "", "");
+        if (!j.is_object())
+        {
+            throw InputError("the scenario must be a JSON object");
+        }
         // File references (topology, job) are read before the overrides, so that --set can
         // reach inside them, and again after, in case an override named another file.
+        auto include = [&](nlohmann::json& at, const std::string& key)
+        {
+            std::string name = ResolveFile(at.get<std::string>(), file);
+            std::string content;
+            try
+            {
+                content = ReadTextFile(name);
+            }
+            catch (const InputError& e)
+            {
+                throw InputError(key + ": " + e.what());
+            }
+            at = ParseJson(content, key, name);
+        };
         auto resolve = [&]()
         {
             if (j.contains("topology") && j["topology"].is_string())
             {
-                std::string t = ResolveFile(j["topology"].get<std::string>(), file);
-                try
-                {
-                    j["topology"] = ReadJsonFile(t, "topology");
-                }
-                catch (const InputError& e)
-                {
-                    throw InputError(std::string("topology: ") + e.what());
-                }
+                include(j["topology"], "topology");
             }
             if (j.contains("workload") && j["workload"].is_object() &&
                 j["workload"].contains("job") && j["workload"]["job"].is_string())
             {
-                std::string jf = ResolveFile(j["workload"]["job"].get<std::string>(), file);
-                try
-                {
-                    j["workload"]["job"] = ReadJsonFile(jf, "job");
-                }
-                catch (const InputError& e)
-                {
-                    throw InputError(std::string("workload.job: ") + e.what());
-                }
+                include(j["workload"]["job"], "workload.job");
             }
         };
         resolve();
@@ -680,37 +784,75 @@ LoadScenario(const std::string& file, const std::vector<std::string>& sets)
         JsonReader root(j, "");
         sc.name = root.String("name");
         sc.description = root.String("description", "");
-        std::vector<std::pair<std::string, nlohmann::json>> variants;
+        // Every variant's name, then only the selected variants built (and so validated).
+        std::vector<JsonReader> entries;
+        std::vector<std::string> names;
         if (j.contains("variants"))
         {
-            for (const auto& v : root.Array("variants"))
-            {
-                std::string name = v.String("name");
-                nlohmann::json copy = j;
-                copy.erase("variants");
-                if (v.Has("set"))
-                {
-                    const auto& set = v.Raw("set");
-                    if (!set.is_object())
-                    {
-                        v.Fail("set", "must be an object of key.path: value");
-                    }
-                    for (auto it = set.begin(); it != set.end(); ++it)
-                    {
-                        SetPath(copy, it.key(), it.value(), v.KeyPath("set"));
-                    }
-                }
-                v.Finish();
-                variants.emplace_back(name, copy);
-            }
-            if (variants.empty())
+            entries = root.Array("variants");
+            if (entries.empty())
             {
                 root.Fail("variants", "must list at least one variant");
+            }
+            for (std::size_t i = 0; i < entries.size(); ++i)
+            {
+                std::string name = entries[i].String("name");
+                auto same = std::find(names.begin(), names.end(), name);
+                if (same != names.end())
+                {
+                    entries[i].Fail("name", "\"" + name + "\" is also the name of " +
+                                                root.ElementPath("variants", same - names.begin()));
+                }
+                names.push_back(name);
             }
         }
         else
         {
-            variants.emplace_back("default", j);
+            names.push_back("default");
+        }
+        for (const auto& n : select)
+        {
+            if (std::find(names.begin(), names.end(), n) == names.end())
+            {
+                std::string known;
+                for (const auto& k : names)
+                {
+                    known += (known.empty() ? "'" : ", '") + k + "'";
+                }
+                throw InputError("--variant: no variant '" + n + "' in " + sc.name + " (it has " +
+                                 known + ")");
+            }
+        }
+        std::vector<std::pair<std::string, nlohmann::json>> variants;
+        for (std::size_t i = 0; i < names.size(); ++i)
+        {
+            if (!select.empty() &&
+                std::find(select.begin(), select.end(), names[i]) == select.end())
+            {
+                continue;
+            }
+            if (entries.empty())
+            {
+                variants.emplace_back(names[i], j);
+                continue;
+            }
+            const JsonReader& v = entries[i];
+            nlohmann::json copy = j;
+            copy.erase("variants");
+            if (v.Has("set"))
+            {
+                const auto& set = v.Raw("set");
+                if (!set.is_object())
+                {
+                    v.Fail("set", "must be an object of key.path: value");
+                }
+                for (auto it = set.begin(); it != set.end(); ++it)
+                {
+                    SetPath(copy, it.key(), it.value(), v.KeyPath("set"));
+                }
+            }
+            v.Finish();
+            variants.emplace_back(names[i], copy);
         }
         for (auto& [name, vj] : variants)
         {
@@ -720,7 +862,7 @@ LoadScenario(const std::string& file, const std::vector<std::string>& sets)
             }
             catch (const InputError& e)
             {
-                if (variants.size() > 1)
+                if (names.size() > 1)
                 {
                     throw InputError(std::string("variant '") + name + "': " + e.what());
                 }
@@ -731,6 +873,30 @@ LoadScenario(const std::string& file, const std::vector<std::string>& sets)
     }
     catch (const InputError& e)
     {
+        throw InputError(file + ": " + e.what());
+    }
+}
+
+Scenario
+LoadScenario(const std::string& file, const std::vector<std::string>& sets,
+             const std::vector<std::string>& variants)
+{
+    std::string text = ReadTextFile(file);
+    try
+    {
+        return LoadScenarioText(text, file, sets, variants);
+    }
+    catch (const InputError&)
+    {
+        throw;
+    }
+    catch (const std::bad_alloc&)
+    {
+        throw;
+    }
+    catch (const std::exception& e)
+    {
+        // Whatever else reading the input raised is still about the input.
         throw InputError(file + ": " + e.what());
     }
 }

@@ -154,8 +154,18 @@ struct Scenario
 /// Applies "a.b.c=value" (value parsed as JSON, else taken as a string) to j.
 void ApplySet(nlohmann::json& j, const std::string& assignment, const std::string& origin);
 
-/// Loads, overrides (--set), inlines the topology and validates every variant.
-Scenario LoadScenario(const std::string& file, const std::vector<std::string>& sets);
+/// Loads, overrides (--set), inlines the topology and job files and validates the variants:
+/// all of them, or only those named in `variants` (an unknown name is an error). Every
+/// error, whatever raised it, is an InputError naming the file.
+Scenario LoadScenario(const std::string& file, const std::vector<std::string>& sets,
+                      const std::vector<std::string>& variants = {});
+
+/// LoadScenario on a scenario's text; `file` names it in errors and locates the files it
+/// refers to. Errors are InputErrors but for faults of the loader itself (what fuzzing
+/// looks for).
+Scenario LoadScenarioText(const std::string& text, const std::string& file,
+                          const std::vector<std::string>& sets,
+                          const std::vector<std::string>& variants);
 
 } // namespace metaroce
 } // namespace ns3

@@ -262,15 +262,37 @@ ParseTopology(const nlohmann::json& j, const std::string& path)
 }
 
 TopologySpec
-LoadTopologyFile(const std::string& file)
+LoadTopologyText(const std::string& text, const std::string& file)
 {
-    nlohmann::json j = ReadJsonFile(file, "topology");
     try
     {
-        return ParseTopology(j, "");
+        return ParseTopology(ParseJson(text, "", ""), "");
     }
     catch (const InputError& e)
     {
+        throw InputError(file + ": " + e.what());
+    }
+}
+
+TopologySpec
+LoadTopologyFile(const std::string& file)
+{
+    std::string text = ReadTextFile(file);
+    try
+    {
+        return LoadTopologyText(text, file);
+    }
+    catch (const InputError&)
+    {
+        throw;
+    }
+    catch (const std::bad_alloc&)
+    {
+        throw;
+    }
+    catch (const std::exception& e)
+    {
+        // Whatever else reading the input raised is still about the input.
         throw InputError(file + ": " + e.what());
     }
 }

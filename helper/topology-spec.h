@@ -68,8 +68,12 @@ struct TopologySpec
 
 /// Parses and validates a topology object; `path` prefixes key names in errors.
 TopologySpec ParseTopology(const nlohmann::json& j, const std::string& path);
-/// Reads a topology file (errors name the file and the key).
+/// Reads a topology file; every error, whatever raised it, is an InputError naming the file
+/// (and the key).
 TopologySpec LoadTopologyFile(const std::string& file);
+/// LoadTopologyFile on a file's text; errors are InputErrors but for faults of the loader
+/// itself (what fuzzing looks for).
+TopologySpec LoadTopologyText(const std::string& text, const std::string& file);
 
 } // namespace metaroce
 } // namespace ns3

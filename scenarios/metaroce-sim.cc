@@ -155,43 +155,6 @@ ParseArgs(int argc, char* argv[])
     return o;
 }
 
-/// Keeps only the named variants, in the scenario's order; an unknown name is an input error.
-void
-SelectVariants(Scenario& sc, const std::vector<std::string>& names)
-{
-    if (names.empty())
-    {
-        return;
-    }
-    std::string known;
-    for (const auto& r : sc.runs)
-    {
-        known += (known.empty() ? "" : ", ") + ("'" + r.variant + "'");
-    }
-    for (const auto& n : names)
-    {
-        bool found = false;
-        for (const auto& r : sc.runs)
-        {
-            found = found || r.variant == n;
-        }
-        if (!found)
-        {
-            throw InputError("--variant: no variant '" + n + "' in " + sc.name + " (it has " +
-                             known + ")");
-        }
-    }
-    std::vector<RunSpec> kept;
-    for (auto& r : sc.runs)
-    {
-        if (std::find(names.begin(), names.end(), r.variant) != names.end())
-        {
-            kept.push_back(std::move(r));
-        }
-    }
-    sc.runs = std::move(kept);
-}
-
 } // namespace
 
 int
@@ -203,8 +166,7 @@ main(int argc, char* argv[])
     try
     {
         opt = ParseArgs(argc, argv);
-        sc = LoadScenario(opt.scenario, opt.sets);
-        SelectVariants(sc, opt.variants);
+        sc = LoadScenario(opt.scenario, opt.sets, opt.variants);
         for (auto& r : sc.runs)
         {
             r.maxWallS = opt.maxWallS;

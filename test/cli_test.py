@@ -6,6 +6,7 @@ usage: cli_test.py METAROCE_SIM REPO_ROOT
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,8 @@ failures = []
 
 
 def run(args, cwd=ROOT):
-    return subprocess.run([SIM] + args, cwd=cwd, capture_output=True, text=True, timeout=600)
+    return subprocess.run([SIM] + args, cwd=cwd, capture_output=True, text=True, errors="replace",
+                          timeout=600)
 
 
 def write(tmp, name, obj):
@@ -35,8 +37,36 @@ def check(cond, what):
         print("FAIL:", what)
 
 
+def table_columns(scenario):
+    """The columns outputs.table accepts for the scenario's workload kind (from the error)."""
+    r = run([scenario, "--dry-run", "--set", 'outputs.table=["?"]'])
+    m = re.search(r"outputs\.table\[0\]: must be one of (.*), got", r.stderr)
+    return set(m.group(1).split(", ")) if m else set()
+
+
+def check_columns(scenario, csv, what):
+    """Every metric and counter of a run is a column outputs.table accepts."""
+    with open(csv) as f:
+        header = f.readline().strip().split(",")[2:]  # after scenario, variant
+    allowed = table_columns(scenario)
+    check(allowed and all(c in allowed for c in header),
+          f"{what}: run has columns outputs.table rejects: "
+          f"{[c for c in header if c not in allowed]}")
+
+
 with open(SCENARIO) as f:
     base = json.load(f)
+
+# Every metric and counter name the runner writes (some only with one transport, a victim,
+# faults or a time series, so a run may not show them) is a column some table accepts.
+with open(os.path.join(ROOT, "helper", "scenario-runner.cc")) as f:
+    runner = f.read().split("ResultColumns(const std::string& workloadKind)")[0]
+written = set(re.findall(r'(?:metrics|counters)\["([a-z_0-9]+)"\]', runner))
+for block in re.findall(r"rec\.(?:metrics|counters) = \{(.*?)\};", runner, re.S):
+    written |= set(re.findall(r'\{"([a-z_0-9]+)",', block))
+accepted = set().union(*(table_columns(s) for s in (SCENARIO, STREAMS, COLL, JOB)))
+check(len(written) > 50 and written <= accepted,
+      f"runner writes columns no outputs.table accepts: {sorted(written - accepted)}")
 
 with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "out.json")
@@ -74,6 +104,7 @@ with tempfile.TemporaryDirectory() as tmp:
         (lambda: [SCENARIO, "--set", "novalue"], "expected key.path=value"),
         (lambda: [SCENARIO, "--bogus"], "--bogus: unknown option"),
         (lambda: [SCENARIO, "--out", "/nonexistent-dir/x.json"], "--out"),
+        (lambda: [SCENARIO, "--out", os.path.join(symlink_loop(), "x.json")], "--out:"),
         (lambda: [], "no scenario file"),
         (lambda: [STREAMS, "--set", "transport.attributes.Bogus=1"],
          "transport.attributes.Bogus: not an attribute"),
@@ -99,7 +130,89 @@ with tempfile.TemporaryDirectory() as tmp:
         (lambda: [os.path.join(tmp, "missing.json")], "cannot open file"),
         (lambda: [SCENARIO, "--variant", "no-such-variant"], "--variant: no variant"),
         (lambda: [SCENARIO, "--variant"], "--variant: needs a value"),
+        # A number beyond a double's range (nlohmann's out_of_range).
+        (lambda: [write(tmp, "bad.json", open(SCENARIO).read().replace(
+            '"duration_us": ', '"duration_us": 1e400, "x": ', 1))], "duration_us: not valid JSON"),
+        # A directory where a file is expected: the scenario, the topology, the job.
+        (lambda: [tmp], "it is a directory"),
+        (lambda: [mutated(lambda j: j.update(topology=tmp))], "topology: cannot open file"),
+        (lambda: [JOB, "--set", "workload.job=" + tmp], "workload.job: cannot open file"),
+        # Topology paths the file system refuses: a loop of symbolic links, a component longer
+        # than NAME_MAX, a path longer than PATH_MAX.
+        (lambda: [mutated(lambda j: j.update(topology=symlink_loop()))],
+         "topology: cannot open file"),
+        (lambda: [mutated(lambda j: j.update(topology=os.path.join(tmp, "a" * 300)))],
+         "topology: cannot open file"),
+        (lambda: [mutated(lambda j: j.update(topology=os.path.join(tmp, "a/" * 3000)))],
+         "topology: cannot open file"),
+        # A --set value that is not UTF-8 (the scenario is written out as JSON).
+        (lambda: [SCENARIO, "--set", b"name=\xff"], "name: the value is not valid UTF-8"),
+        (lambda: [SCENARIO, "--set", b"\xff=1"], "key path is not valid UTF-8"),
+        # Nesting deep enough to exhaust the stack of a recursive parser or printer, in a file
+        # and in a --set value (a single argument is at most 128 KiB).
+        (lambda: [write(tmp, "bad.json", open(SCENARIO).read().replace(
+            '"workload": {', '"workload": {"planes": ' + "[" * 100000 + "]" * 100000 + ",", 1))],
+         "workload.planes[0][0]"),
+        (lambda: [SCENARIO, "--set", "workload.planes=" + "[" * 60000 + "]" * 60000],
+         "nested deeper than 64 levels"),
+        (lambda: [SCENARIO, "--set", "a." * 10000 + "b=1"], "more than 64 levels of keys"),
+        # ns-3 aborts on these attribute values instead of rejecting them.
+        (lambda: [STREAMS, "--set", "transport.attributes.RtoMin=5xs"],
+         "transport.attributes.RtoMin: '5xs' is not a valid value"),
+        (lambda: [STREAMS, "--set", "transport.attributes.MinPaths=abc"],
+         "transport.attributes.MinPaths: 'abc' is not a valid value"),
+        (lambda: [STREAMS, "--set", "transport.attributes.Mtu=99999999999999999999"],
+         "transport.attributes.Mtu"),
+        (lambda: [STREAMS, "--set", "transport.cc_attributes.AdditiveIncrease=1.5x"],
+         "transport.cc_attributes.AdditiveIncrease: '1.5x' is not a valid value"),
+        (lambda: [STREAMS, "--set", "transport.cc_attributes.AdditiveIncrease=nan"],
+         "transport.cc_attributes.AdditiveIncrease: 'nan' is not a valid value"),
+        # ...and this one was silently replaced by the transport's congestion control.
+        (lambda: [STREAMS, "--set", "transport.attributes.CongestionControl=ns3::Object"],
+         "transport.attributes.CongestionControl: set by transport.congestion_control"),
+        # An element of a list is named by its index.
+        (lambda: [COLL, "--set", "workload.sizes_bytes=[1,2,3,-1]"],
+         "workload.sizes_bytes[3]: must be a whole number in 0..1099511627776, got -1"),
+        (lambda: [COLL, "--set", "workload.placement=explicit", "--set", "workload.nics=[1,2,1]"],
+         "workload.nics[2]: NIC 1 already runs rank 0"),
+        (lambda: [SCENARIO, "--set", "workload.planes=[0,9]"], "workload.planes[1]:"),
+        # One spelling of key paths in every message: a.b[0].c.
+        (lambda: [STREAMS, "--set", "faults=[{\"kind\":\"loss\",\"rate\":0.1}]",
+                  "--set", "faults.0.rate=2"], "faults[0].rate: must be a number"),
+        (lambda: [STREAMS, "--set", "faults=[{\"kind\":\"loss\",\"rate\":0.1}]",
+                  "--set", "faults.3.rate=2"], "--set: faults[3]: index out of range"),
+        (lambda: [STREAMS, "--set", "faults[0].rate=2"], "--set: faults: not present"),
+        (lambda: [mutated(lambda j: j.update(faults=[{"kind": "loss", "rate": 0.1}], variants=[
+            {"name": "x", "set": {"faults.0.rate": 2}}]))], "faults[0].rate: must be a number"),
+        (lambda: [mutated(lambda j: j.update(faults=[{"kind": "loss", "rate": 0.1}], variants=[
+            {"name": "x", "set": {"faults.2.rate": 2}}]))],
+         "variants[0].set: faults[2]: index out of range"),
+        # outputs.table: a column a run of this workload kind never has, or "".
+        (lambda: [SCENARIO, "--set", "outputs.table=[\"delivery_ratio\",\"\"]"],
+         "outputs.table[1]: must be one of offered_goodput_gbps, delivered_goodput_gbps"),
+        (lambda: [SCENARIO, "--set", "outputs.table=[\"goodput_gbps\"]"],
+         "outputs.table[0]: must be one of"),
+        (lambda: [JOB, "--set", "outputs.table=[\"phase\",\"size_bytes\"]"],
+         "outputs.table[1]: must be one of phase, op, bytes"),
+        # Variants are selected before they are validated, but a name must still exist.
+        (lambda: [two_variants(), "--variant", "nope"], "--variant: no variant 'nope'"),
+        (lambda: [two_variants(), "--variant", "broken"],
+         "variant 'broken': workload.entropies_per_flow"),
+        (lambda: [mutated(lambda j: j.update(variants=[{"name": "x"}, {"name": "x"}]))],
+         "variants[1].name: \"x\" is also the name of variants[0]"),
     ]
+
+    def symlink_loop():
+        loop = os.path.join(tmp, "loop.json")
+        if not os.path.islink(loop):
+            os.symlink(loop, loop)
+        return loop
+
+    def two_variants():
+        return mutated(lambda j: j.update(variants=[
+            {"name": "good", "set": {"workload.entropies_per_flow": 4}},
+            {"name": "broken", "set": {"workload.entropies_per_flow": 0}}]))
+
     for make_args, needle in bad:
         args = make_args()
         if "--out" not in args:
@@ -110,6 +223,40 @@ with tempfile.TemporaryDirectory() as tmp:
         check(needle in first, f"{args}: error line {first!r} does not name {needle!r}")
         check(not os.path.exists(out), f"{args}: left an output file behind")
         check("Traceback" not in r.stderr and "terminate" not in r.stderr, f"{args}: crashed")
+
+    # An unreadable topology file (root reads it anyway: then run as nobody, from a folder
+    # nobody may enter).
+    shared = tempfile.mkdtemp(prefix="cli-unreadable-")
+    try:
+        os.chmod(shared, 0o755)
+        secret = write(shared, "topology.json", open(os.path.join(
+            ROOT, "topologies", "fpf-8plane-64.json")).read())
+        os.chmod(secret, 0)
+        scen = mutated(lambda j: j.update(topology=secret))
+        os.rename(scen, os.path.join(shared, "scenario.json"))
+        os.chmod(os.path.join(shared, "scenario.json"), 0o644)
+        user = 65534 if os.getuid() == 0 else None
+        r = subprocess.run([SIM, os.path.join(shared, "scenario.json"), "--dry-run"],
+                           capture_output=True, text=True, timeout=60, user=user)
+        check(r.returncode == 2 and "topology: cannot open file" in r.stderr and
+              "Permission denied" in r.stderr, f"unreadable topology: exit {r.returncode}, "
+              f"{r.stderr.strip()}")
+    finally:
+        for f in os.listdir(shared):
+            os.remove(os.path.join(shared, f))
+        os.rmdir(shared)
+
+    # --variant A runs A even when another variant of the file is invalid.
+    r = run([two_variants(), "--variant", "good", "--dry-run"])
+    check(r.returncode == 0 and '"variant": "good"' in r.stdout and "broken" not in r.stdout,
+          f"--variant good with a broken sibling: exit {r.returncode}, {r.stderr.strip()}")
+    # A key path in the a.b[0].c form reaches the same key as a.b.0.c.
+    r = run([STREAMS, "--dry-run", "--set", "workload.flows[0].src=1",
+             "--set", "workload.flows.0.dst=0"])
+    flows = json.loads(r.stdout.split("\n}\n")[0] + "\n}")["resolved"]["workload"]["flows"] \
+        if r.returncode == 0 else None
+    check(flows == [{"src": 1, "dst": 0}],
+          f"--set a[0].b: exit {r.returncode}, {r.stderr.strip()}")
 
     # --dry-run resolves and reports the fabric without running it.
     r = run([SCENARIO, "--dry-run", "--set", "duration_us=10"])
@@ -140,6 +287,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 run_.pop("cost")
         check(js[0] == js[1], "JSON (without cost) differs between identical runs")
         check(js[0]["schema_version"] == 1, "schema_version is 1")
+        check_columns(SCENARIO, outs[0][:-5] + ".csv", "raw")
         check(len(js[0]["runs"]) == 4, "one record per variant")
     # --variant runs only the named variants, with the same results as in the full run.
     if os.path.exists(outs[0]):
@@ -200,6 +348,7 @@ if os.path.exists(o):
         check(c["qps_unfinished"] == 0, f"{run_['variant']}: QPs left with work")
         check(m["goodput_gbps"] > 1000, f"{run_['variant']}: bidirectional goodput "
               f"{m['goodput_gbps']} Gb/s")
+    check_columns(STREAMS, o[:-5] + ".csv", "streams")
     os.remove(o)
     os.remove(o[:-5] + ".csv")
 
@@ -220,6 +369,16 @@ if os.path.exists(o):
     meta = [x["metrics"] for x in runs if x["variant"] == "MetaRoCE"]
     check(abs(meta[0]["iteration_us"] - (max(meta[0]["time_us"], meta[1]["time_us"])
                                          + meta[2]["time_us"])) < 1.0, "job: stage timing")
+    check_columns(JOB, o[:-5] + ".csv", "job")
+    os.remove(o)
+    os.remove(o[:-5] + ".csv")
+
+# A collective's records carry only columns its table may name.
+o = os.path.join(tempfile.gettempdir(), f"cli-coll-{os.getpid()}.json")
+r = run([COLL, "--quiet", "--out", o, "--set", "workload.sizes_bytes=[4096]"])
+check(r.returncode == 0, f"collective run exit {r.returncode}: {r.stderr}")
+if os.path.exists(o):
+    check_columns(COLL, o[:-5] + ".csv", "collective")
     os.remove(o)
     os.remove(o[:-5] + ".csv")
 

@@ -1,9 +1,12 @@
 // Transport headers serialize fully and round-trip through a Packet, field for field.
+#include "model/fabric/fabric-header.h"
+#include "model/fabric/raw-traffic.h"
 #include "model/transport/rdma-header.h"
 
 #include "ns3/packet.h"
 
 #include <catch2/catch.hpp>
+#include <vector>
 
 using namespace ns3;
 using namespace ns3::metaroce;
@@ -123,4 +126,43 @@ TEST_CASE("A header frame has the wire size, bytes and lifetime of the Packet fr
         }
         CHECK(frame.header->GetReferenceCount() == 1);
     }
+}
+
+TEST_CASE("A truncated header deserializes nothing (and reads nothing past the bytes)", "[header]")
+{
+    // Deserialize on a buffer of n bytes, copied from a serialized header.
+    auto from = [](const Header& h, uint32_t n, Header& into)
+    {
+        Buffer full;
+        full.AddAtStart(h.GetSerializedSize());
+        h.Serialize(full.Begin());
+        std::vector<uint8_t> bytes(h.GetSerializedSize());
+        full.CopyData(bytes.data(), bytes.size());
+        Buffer b;
+        b.AddAtStart(n);
+        b.Begin().Write(bytes.data(), n);
+        return into.Deserialize(b.Begin());
+    };
+    for (RdmaOpcode op : {RdmaOpcode::Data, RdmaOpcode::PathData, RdmaOpcode::Ack, RdmaOpcode::Nak,
+                          RdmaOpcode::PathAck, RdmaOpcode::Cnp})
+    {
+        RdmaHeader h;
+        h.opcode = op;
+        uint32_t size = RdmaHeader::SizeOf(op);
+        for (uint32_t n : {0u, 1u, size / 2, size - 1})
+        {
+            RdmaHeader g;
+            CHECK(from(h, n, g) == 0);
+        }
+        RdmaHeader g;
+        CHECK(from(h, size, g) == size);
+    }
+    FabricHeader f;
+    FabricHeader fg;
+    CHECK(from(f, f.GetSerializedSize() - 1, fg) == 0);
+    CHECK(from(f, f.GetSerializedSize(), fg) == f.GetSerializedSize());
+    RawHeader r;
+    RawHeader rg;
+    CHECK(from(r, 15, rg) == 0);
+    CHECK(from(r, 16, rg) == 16);
 }

@@ -44,6 +44,7 @@ TEST_CASE("memory estimate grows with queue pairs, messages in flight and ranks"
     {
         return EstimatePeakMemory(Demo(
             {R"(variants=[{"name":"MetaRoCE","set":{}}])", "topology.nics=4096", big,
+             "outputs={}", // the demo's table names streams columns
              R"(workload={"kind":"collective","op":"alltoall","sizes_bytes":[262144],"ranks":)" +
                  std::to_string(ranks) + "}"}));
     };

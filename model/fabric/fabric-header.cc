@@ -69,6 +69,10 @@ FabricHeader::Serialize(Buffer::Iterator i) const
 uint32_t
 FabricHeader::Deserialize(Buffer::Iterator i)
 {
+    if (i.GetRemainingSize() < kL2L3HeaderBytes)
+    {
+        return 0; // truncated
+    }
     i.Next(14);
     i.ReadU8();
     uint8_t tos = i.ReadU8();

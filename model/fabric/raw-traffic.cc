@@ -42,6 +42,10 @@ RawHeader::Serialize(Buffer::Iterator i) const
 uint32_t
 RawHeader::Deserialize(Buffer::Iterator i)
 {
+    if (i.GetRemainingSize() < 16)
+    {
+        return 0; // truncated
+    }
     flow = i.ReadNtohU32();
     seq = i.ReadNtohU32();
     sentPs = static_cast<int64_t>(i.ReadNtohU64());

@@ -160,12 +160,16 @@ uint32_t
 RdmaHeader::Deserialize(Buffer::Iterator i)
 {
     uint8_t bytes[kMaxHeaderBytes];
+    if (i.GetRemainingSize() == 0)
+    {
+        return 0;
+    }
     bytes[0] = i.ReadU8();
     opcode = static_cast<RdmaOpcode>(bytes[0]);
     uint32_t size = SizeOf(opcode);
-    if (size == 0)
+    if (size == 0 || size - 1 > i.GetRemainingSize())
     {
-        return 0; // not an opcode of this transport
+        return 0; // not an opcode of this transport, or a truncated header
     }
     i.Read(bytes + 1, size - 1);
     In r{bytes + 1};
