@@ -202,6 +202,22 @@ with tempfile.TemporaryDirectory() as tmp:
               f"warmup_iterations={warm} recorded and completed")
     check(sim_us[1] > 2 * sim_us[0] * 0.9, f"two warm-up iterations run before the timed one: {sim_us}")
 
+# A collective's default table follows nccl-tests' layout (with the algorithm and NCCL's
+# protocol), and its records carry nccl-tests' fields.
+with tempfile.TemporaryDirectory() as tmp:
+    scen = os.path.join(ROOT, "scenarios", "collectives-64gpu-allreduce.json")
+    out = os.path.join(tmp, "t.json")
+    r = run([scen, "--quiet", "--variant", "MetaRoCE", "--set", "workload.sizes_bytes=[1024]",
+             "--set", "outputs={}", "--out", out])
+    head = r.stdout.splitlines()[1].split() if r.returncode == 0 else []
+    want = ["variant", "size_bytes", "count", "type", "redop", "root", "algorithm", "protocol",
+            "time_us", "algbw_gbytes_per_s", "busbw_gbytes_per_s", "wrong", "completed"]
+    check(head == want, f"nccl-tests layout: {head}")
+    if r.returncode == 0:
+        m = json.load(open(out))["runs"][0]["metrics"]
+        check(m["count"] == 256 and m["type"] == "float" and m["redop"] == "sum" and m["root"] == -1
+              and m["wrong"] == "N/A", f"nccl-tests fields: {m}")
+
 if failures:
     print(f"{len(failures)} failed")
     sys.exit(1)
