@@ -7,6 +7,7 @@
 #define METAROCE_JSON_READER_H
 
 #include <cstdint>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -24,6 +25,31 @@ class InputError : public std::runtime_error
   public:
     using std::runtime_error::runtime_error;
 };
+
+/// Runs load() and turns whatever else than an InputError (or running out of memory) it
+/// raises into an InputError naming `file`: anything reading the input raised is still about
+/// the input.
+template <typename F>
+auto
+AsInputError(const std::string& file, F&& load) -> decltype(load())
+{
+    try
+    {
+        return load();
+    }
+    catch (const InputError&)
+    {
+        throw;
+    }
+    catch (const std::bad_alloc&)
+    {
+        throw;
+    }
+    catch (const std::exception& e)
+    {
+        throw InputError(file + ": " + e.what());
+    }
+}
 
 /// Deepest nesting of arrays and objects accepted in a JSON document. Parsed documents are
 /// copied, printed and destroyed recursively: an unbounded depth would overflow the stack.

@@ -882,23 +882,7 @@ LoadScenario(const std::string& file, const std::vector<std::string>& sets,
              const std::vector<std::string>& variants)
 {
     std::string text = ReadTextFile(file);
-    try
-    {
-        return LoadScenarioText(text, file, sets, variants);
-    }
-    catch (const InputError&)
-    {
-        throw;
-    }
-    catch (const std::bad_alloc&)
-    {
-        throw;
-    }
-    catch (const std::exception& e)
-    {
-        // Whatever else reading the input raised is still about the input.
-        throw InputError(file + ": " + e.what());
-    }
+    return AsInputError(file, [&]() { return LoadScenarioText(text, file, sets, variants); });
 }
 
 } // namespace metaroce

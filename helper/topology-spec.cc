@@ -278,23 +278,7 @@ TopologySpec
 LoadTopologyFile(const std::string& file)
 {
     std::string text = ReadTextFile(file);
-    try
-    {
-        return LoadTopologyText(text, file);
-    }
-    catch (const InputError&)
-    {
-        throw;
-    }
-    catch (const std::bad_alloc&)
-    {
-        throw;
-    }
-    catch (const std::exception& e)
-    {
-        // Whatever else reading the input raised is still about the input.
-        throw InputError(file + ": " + e.what());
-    }
+    return AsInputError(file, [&]() { return LoadTopologyText(text, file); });
 }
 
 nlohmann::json

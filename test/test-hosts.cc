@@ -27,6 +27,28 @@ Hosts(uint32_t hosts, uint32_t perHost)
     }
     return l;
 }
+
+/// 2 hosts x 8 accelerators on 8 planes: the NICs and the hosts' scale-up domains.
+struct TwoHosts
+{
+    RdmaWorld w{SmallFpf(16, 8, 8)};
+    std::vector<Ptr<RdmaNic>> nics;
+    ScaleUpFabric su;
+
+    TwoHosts()
+    {
+        for (uint32_t i = 0; i < 16; ++i)
+        {
+            nics.push_back(w.rdma->Nic(i));
+        }
+        su.acceleratorsPerHost = 8;
+        for (uint32_t h = 0; h < 2; ++h)
+        {
+            su.hosts.push_back(CreateObject<ScaleUpDomain>());
+            su.hosts.back()->SetAccelerators(8);
+        }
+    }
+};
 } // namespace
 
 TEST_CASE("a channel's ring chains each host's accelerators, rotated by the channel", "[hosts]")
@@ -93,20 +115,9 @@ TEST_CASE("a ring over 2 hosts x 8 accelerators puts NCCL's bytes on each link c
           "[hosts][collective]")
 {
     SimGuard guard;
-    auto topo = SmallFpf(16, 8, 8);
-    RdmaWorld w(topo);
-    std::vector<Ptr<RdmaNic>> nics;
-    for (uint32_t i = 0; i < 16; ++i)
-    {
-        nics.push_back(w.rdma->Nic(i));
-    }
-    ScaleUpFabric su;
-    su.acceleratorsPerHost = 8;
-    for (uint32_t h = 0; h < 2; ++h)
-    {
-        su.hosts.push_back(CreateObject<ScaleUpDomain>());
-        su.hosts.back()->SetAccelerators(8);
-    }
+    TwoHosts t;
+    std::vector<Ptr<RdmaNic>>& nics = t.nics;
+    ScaleUpFabric& su = t.su;
     QueuePairFactory f;
     f.SetTypeId("ns3::metaroce::MetaRoceQueuePair");
     CollectiveConfig cfg;
@@ -243,19 +254,9 @@ TEST_CASE("with hosts, RoCEv2's pinned QPs of one NIC spread over all its planes
     for (CollectiveAlgorithm algo : {CollectiveAlgorithm::Direct, CollectiveAlgorithm::Ring})
     {
         SimGuard guard;
-        RdmaWorld w(SmallFpf(16, 8, 8));
-        std::vector<Ptr<RdmaNic>> nics;
-        for (uint32_t i = 0; i < 16; ++i)
-        {
-            nics.push_back(w.rdma->Nic(i));
-        }
-        ScaleUpFabric su;
-        su.acceleratorsPerHost = 8;
-        for (uint32_t h = 0; h < 2; ++h)
-        {
-            su.hosts.push_back(CreateObject<ScaleUpDomain>());
-            su.hosts.back()->SetAccelerators(8);
-        }
+        TwoHosts t;
+        std::vector<Ptr<RdmaNic>>& nics = t.nics;
+        ScaleUpFabric& su = t.su;
         QueuePairFactory f;
         f.SetTypeId("ns3::metaroce::RoceV2QueuePair");
         f.Set("CongestionControl", StringValue("ns3::metaroce::RdmaNoCongestionControl"));
