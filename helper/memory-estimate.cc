@@ -485,6 +485,11 @@ EstimatePeakMemory(const RunSpec& spec)
             cfg.maxChannels = w.channels;
             cfg.qpsPerConnection = w.qpsPerConnection;
             cfg.ranksPerHost = w.ranksPerHost;
+            for (NcclProto p : {NcclProto::LL, NcclProto::LL128, NcclProto::Simple})
+            {
+                cfg.protocol =
+                    ToString(p) == w.protocol ? std::optional<NcclProto>(p) : cfg.protocol;
+            }
             // Each size runs in a world of its own (fabric, NICs and QPs built anew), its
             // warm-up and timed iterations on one communicator: the largest size's counts.
             const bool lastUseOnly = w.warmupIterations + w.iterations <= 1;

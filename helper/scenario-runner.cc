@@ -221,6 +221,37 @@ ScheduleFaults(Fabric& fabric, const std::vector<FaultSpec>& faults)
     }
 }
 
+/// The endpoint latencies of a topology: NcclEndpoint's defaults and the `endpoint` keys.
+EndpointLatency
+BuildEndpoint(const TopologySpec& t)
+{
+    static const std::map<std::string, std::string> kAttribute = {{"kernel_step_ns", "KernelStep"},
+                                                                  {"proxy_ns", "Proxy"},
+                                                                  {"doorbell_ns", "Doorbell"},
+                                                                  {"completion_ns", "Completion"},
+                                                                  {"flush_ns", "Flush"}};
+    ObjectFactory f;
+    f.SetTypeId(NcclEndpoint::GetTypeId());
+    for (const auto& [key, ns] : t.endpointNs)
+    {
+        f.Set(kAttribute.at(key), TimeValue(PicoSeconds(static_cast<int64_t>(ns * 1e3))));
+    }
+    return f.Create<NcclEndpoint>()->Get();
+}
+
+std::optional<NcclProto>
+ProtocolOf(const std::string& name)
+{
+    for (NcclProto p : {NcclProto::LL, NcclProto::LL128, NcclProto::Simple})
+    {
+        if (ToString(p) == name)
+        {
+            return p;
+        }
+    }
+    return std::nullopt; // auto
+}
+
 /// The scale-up domains of a topology with accelerator hosts (null when every NIC is a host).
 std::unique_ptr<ScaleUpFabric>
 BuildScaleUp(const TopologySpec& t)
@@ -846,6 +877,8 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     cfg.qpsPerConnection = w.qpsPerConnection;
     cfg.reducePsPerByte = w.reducePsPerByte;
     cfg.ranksPerHost = scaleUp ? spec.topology.acceleratorsPerHost : w.ranksPerHost;
+    cfg.protocol = ProtocolOf(w.protocol);
+    cfg.endpoint = BuildEndpoint(spec.topology);
     Communicator comm(ranks, &nics, qpf, cfg);
 
     struct SizeResult
@@ -986,6 +1019,7 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
     auto scaleUp = BuildScaleUp(spec.topology);
     CollectiveConfig jobCfg;
     jobCfg.scaleUp = scaleUp.get();
+    jobCfg.endpoint = BuildEndpoint(spec.topology);
     std::vector<PhaseRun> phases(job.phases.size());
     for (std::size_t p = 0; p < job.phases.size(); ++p)
     {

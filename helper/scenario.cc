@@ -349,6 +349,11 @@ ParseCollective(const JsonReader& w, const TopologySpec& topo)
     c.channels = static_cast<uint32_t>(w.UInt("channels", 0, 0, 64));
     c.qpsPerConnection = static_cast<uint32_t>(w.UInt("qps_per_connection", 1, 1, 64));
     c.reducePsPerByte = w.Number("reduce_ps_per_byte", 0.0, 0.0, 1e6);
+    c.protocol = w.Choice("protocol", "auto", {"auto", "LL", "LL128", "Simple"});
+    if (c.protocol != "auto" && c.op == "alltoall")
+    {
+        w.Fail("protocol", "all-to-all runs NCCL's p2p path, which uses Simple over the network");
+    }
     w.Finish();
     return c;
 }

@@ -72,6 +72,7 @@ struct CollectiveWorkloadSpec
     uint32_t channels{0};         //!< 0: NCCL's rule
     uint32_t qpsPerConnection{1};
     double reducePsPerByte{0};
+    std::string protocol{"auto"}; //!< NCCL_PROTO: auto, LL, LL128, Simple
 };
 
 /// One collective of a job, run on every group of a partition of the ranks.

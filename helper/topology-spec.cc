@@ -137,6 +137,19 @@ ParseTopology(const nlohmann::json& j, const std::string& path)
         }
         su.Finish();
     }
+    if (r.Has("endpoint"))
+    {
+        JsonReader e = r.Object("endpoint");
+        for (const char* key :
+             {"kernel_step_ns", "proxy_ns", "doorbell_ns", "completion_ns", "flush_ns"})
+        {
+            if (e.Has(key))
+            {
+                t.endpointNs[key] = e.Number(key, 0, 1e9);
+            }
+        }
+        e.Finish();
+    }
     const uint32_t k = t.radix;
     ClosGeometry& g = t.geometry;
     g.sites = t.sites;
@@ -338,6 +351,10 @@ TopologySpec::ToJson() const
             su["chunk_bytes"] = *scaleUpChunkBytes;
         }
         j["scale_up"] = su;
+    }
+    if (!endpointNs.empty())
+    {
+        j["endpoint"] = endpointNs;
     }
     if (sites > 1)
     {

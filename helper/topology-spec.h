@@ -7,6 +7,7 @@
 
 #include "model/fabric/clos-geometry.h"
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -58,6 +59,8 @@ struct TopologySpec
     std::optional<double> scaleUpGbps; //!< unset: the ScaleUpDomain attribute defaults
     std::optional<double> scaleUpLatencyNs;
     std::optional<uint32_t> scaleUpChunkBytes;
+    //! endpoint latencies, ns, by key (kernel_step_ns, ...); absent: NcclEndpoint's defaults
+    std::map<std::string, double> endpointNs;
     ClosGeometry geometry; //!< derived and validated
 
     /// One-way delay of an inter-site link in ns.

@@ -176,6 +176,16 @@ with tempfile.TemporaryDirectory() as tmp:
         (lambda: [COLL, "--set", "workload.placement=explicit", "--set", "workload.nics=[1,2,1]"],
          "workload.nics[2]: NIC 1 already runs rank 0"),
         (lambda: [SCENARIO, "--set", "workload.planes=[0,9]"], "workload.planes[1]:"),
+        # NCCL_PROTO as a workload key; all-to-all has no protocol to force.
+        (lambda: [COLL, "--set", "workload.protocol=LL64"],
+         "workload.protocol: must be one of auto, LL, LL128, Simple"),
+        (lambda: [COLL, "--set", "workload.op=alltoall", "--set", "workload.protocol=LL"],
+         "workload.protocol: all-to-all runs NCCL's p2p path"),
+        # A topology's endpoint latencies: numbers of ns, known keys only.
+        (lambda: [mutated(lambda j: j.update(topology=endpoint_topology({"doorbell_ns": -1})))],
+         "endpoint.doorbell_ns: must be a number"),
+        (lambda: [mutated(lambda j: j.update(topology=endpoint_topology({"door_ns": 1})))],
+         "endpoint.door_ns"),
         # One spelling of key paths in every message: a.b[0].c.
         (lambda: [STREAMS, "--set", "faults=[{\"kind\":\"loss\",\"rate\":0.1}]",
                   "--set", "faults.0.rate=2"], "faults[0].rate: must be a number"),
@@ -201,6 +211,11 @@ with tempfile.TemporaryDirectory() as tmp:
         (lambda: [mutated(lambda j: j.update(variants=[{"name": "x"}, {"name": "x"}]))],
          "variants[1].name: \"x\" is also the name of variants[0]"),
     ]
+
+    def endpoint_topology(endpoint):
+        topo = json.load(open(os.path.join(ROOT, "topologies", "fpf-8plane-64.json")))
+        topo["endpoint"] = endpoint
+        return write(tmp, "endpoint-topology.json", topo)
 
     def symlink_loop():
         loop = os.path.join(tmp, "loop.json")

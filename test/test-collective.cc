@@ -90,12 +90,19 @@ TEST_CASE("ring all-reduce moves 2(k-1)/k of S per rank, in 2(k-1) steps", "[col
         const uint64_t S = 8ULL * 2 * 1024 * 1024; // divisible by channels x k
         CollectiveConfig cfg;
         cfg.maxChannels = 2;
+        cfg.protocol = NcclProto::Simple;
         auto r = w.Run(qp, k, CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, S, cfg);
         INFO(qp);
         CHECK(r.wireBytesPerRank == 2 * (k - 1) * S / k);
-        // messages: per channel and rank, 2(k-1) steps x slices (128 KiB chunks -> 1 slice)
+        // messages: per channel and rank, 2(k-1) steps x slices (1 MiB chunks -> 1 slice)
         CHECK(r.messages == uint64_t(k) * 2 * 2 * (k - 1));
         CHECK(r.endPs > r.startPs);
+        // LL128 sends a step of its buffer (576,000 B of data) at a time: 2 per chunk.
+        cfg.protocol = NcclProto::LL128;
+        auto l = w.Run(qp, k, CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, S, cfg);
+        CHECK(l.protocol == NcclProto::LL128);
+        CHECK(l.wireBytesPerRank == 2 * (k - 1) * S / k);
+        CHECK(l.messages == uint64_t(k) * 2 * 2 * (k - 1) * 2);
     }
 }
 
@@ -299,4 +306,34 @@ TEST_CASE("all-to-all with more ranks than ports per NIC", "[collective]")
     auto r = w.Run(kRoce, 32, CollectiveOp::AllToAll, CollectiveAlgorithm::Direct, 2 << 20);
     CHECK(r.messages > 0);
     CHECK(r.endPs > r.startPs);
+}
+
+TEST_CASE("a step meets the endpoints' latency: kernel, proxy and doorbell out, completion and "
+          "flush in for Simple",
+          "[collective][endpoint]")
+{
+    // Two ranks, one channel: a ring all-reduce is 2 steps in sequence, each one message, so
+    // the endpoint latency adds 2 x the send side and, for Simple, the first step's receive
+    // side (the second's is hidden behind the acknowledgement its sender waits for).
+    for (NcclProto proto : {NcclProto::LL, NcclProto::Simple})
+    {
+        INFO(ToString(proto));
+        CollectiveConfig cfg;
+        cfg.maxChannels = 1;
+        cfg.protocol = proto;
+        cfg.endpoint = EndpointLatency{};
+        int64_t bare = 0;
+        {
+            SimGuard guard;
+            World w(SmallFpf(16, 2, 8));
+            auto r = w.Run(kMeta, 2, CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, 64, cfg);
+            bare = r.endPs - r.startPs;
+        }
+        cfg.endpoint = EndpointLatency{300000, 500000, 1000000, 500000, 1000000};
+        SimGuard guard;
+        World w(SmallFpf(16, 2, 8));
+        auto r = w.Run(kMeta, 2, CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, 64, cfg);
+        const int64_t added = 2 * 1800000 + (proto == NcclProto::Simple ? 1500000 : 0);
+        CHECK(r.endPs - r.startPs - bare == added);
+    }
 }

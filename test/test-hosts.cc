@@ -114,55 +114,68 @@ TEST_CASE("trees span hosts with chains inside, at most 3 children", "[hosts]")
 TEST_CASE("a ring over 2 hosts x 8 accelerators puts NCCL's bytes on each link class",
           "[hosts][collective]")
 {
-    SimGuard guard;
-    TwoHosts t;
-    std::vector<Ptr<RdmaNic>>& nics = t.nics;
-    ScaleUpFabric& su = t.su;
-    QueuePairFactory f;
-    f.SetTypeId("ns3::metaroce::MetaRoceQueuePair");
-    CollectiveConfig cfg;
-    cfg.scaleUp = &su;
-    cfg.maxChannels = 8;
-    std::vector<uint32_t> ranks(16);
-    std::iota(ranks.begin(), ranks.end(), 0u);
-    Communicator comm(ranks, &nics, f, cfg);
-    const uint64_t S = 1 << 20; // 8 channels x 16 chunks of 8 KiB
-    bool done = false;
-    CollectiveResult res;
-    comm.Start(CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, S,
-               [&](const CollectiveResult& r)
-               {
-                   res = r;
-                   done = true;
-                   Simulator::Stop();
-               });
-    Simulator::Run();
-    REQUIRE(done);
-    REQUIRE(res.channels == 8);
-    // NCCL's ring all-reduce: per channel, every rank sends 2(k - 1) chunks of S / (C k) to
-    // its next; of the k = 16 hops of a channel's ring 14 stay in a host and 2 cross.
-    const uint64_t perHop = 2 * 15 * (S / 8 / 16);
-    std::map<uint32_t, uint64_t> net;
-    std::map<uint32_t, uint64_t> up;
-    comm.ForEachQp(
-        [&](const Ptr<QueuePair>& q)
-        {
-            uint32_t nic = q->GetNic()->GetNicId();
-            (DynamicCast<ScaleUpQueuePair>(q) ? up : net)[nic] += q->GetCounters().bytesPosted;
-        });
-    uint64_t netTotal = 0;
-    uint64_t upTotal = 0;
-    for (uint32_t a = 0; a < 16; ++a)
+    // Each protocol's lines on the wire: LL 16 B per 8 B of data, LL128 128 B per 120 B.
+    for (NcclProto proto : {NcclProto::Simple, NcclProto::LL128, NcclProto::LL})
     {
-        // Each accelerator leaves its host in one channel of eight and stays in the others.
-        CHECK(net[a] == perHop);
-        CHECK(up[a] == 7 * perHop);
-        CHECK(su.hosts[a / 8]->GetTxBytes(a % 8) == 7 * perHop);
-        netTotal += net[a];
-        upTotal += up[a];
+        SimGuard guard;
+        TwoHosts t;
+        std::vector<Ptr<RdmaNic>>& nics = t.nics;
+        ScaleUpFabric& su = t.su;
+        QueuePairFactory f;
+        f.SetTypeId("ns3::metaroce::MetaRoceQueuePair");
+        CollectiveConfig cfg;
+        cfg.scaleUp = &su;
+        cfg.maxChannels = 8;
+        cfg.protocol = proto;
+        std::vector<uint32_t> ranks(16);
+        std::iota(ranks.begin(), ranks.end(), 0u);
+        Communicator comm(ranks, &nics, f, cfg);
+        const uint64_t S = 1 << 20; // 8 channels x 16 chunks of 8 KiB
+        bool done = false;
+        CollectiveResult res;
+        comm.Start(CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, S,
+                   [&](const CollectiveResult& r)
+                   {
+                       res = r;
+                       done = true;
+                       Simulator::Stop();
+                   });
+        Simulator::Run();
+        INFO(ToString(proto));
+        REQUIRE(done);
+        REQUIRE(res.channels == 8);
+        REQUIRE(res.protocol == proto);
+        // NCCL's ring all-reduce: per channel, every rank sends 2(k - 1) chunks of S / (C k)
+        // to its next; of the k = 16 hops of a channel's ring 14 stay in a host and 2 cross.
+        const uint64_t chunk = S / 8 / 16;
+        const uint64_t lines = proto == NcclProto::LL      ? (chunk + 7) / 8 * 16
+                               : proto == NcclProto::LL128 ? (chunk + 119) / 120 * 128
+                                                           : chunk;
+        const uint64_t perHop = 2 * 15 * lines;
+        std::map<uint32_t, uint64_t> net;
+        std::map<uint32_t, uint64_t> up;
+        comm.ForEachQp(
+            [&](const Ptr<QueuePair>& q)
+            {
+                uint32_t nic = q->GetNic()->GetNicId();
+                (DynamicCast<ScaleUpQueuePair>(q) ? up : net)[nic] += q->GetCounters().bytesPosted;
+            });
+        uint64_t netTotal = 0;
+        uint64_t upTotal = 0;
+        for (uint32_t a = 0; a < 16; ++a)
+        {
+            // Each accelerator leaves its host in one channel of eight and stays in the others.
+            CHECK(net[a] == perHop);
+            CHECK(up[a] == 7 * perHop);
+            CHECK(su.hosts[a / 8]->GetTxBytes(a % 8) == 7 * perHop);
+            netTotal += net[a];
+            upTotal += up[a];
+        }
+        CHECK(netTotal == 8 * 2 * perHop);
+        CHECK(upTotal == 8 * 14 * perHop);
+        // The data the ranks moved is the protocol's business only on the wire.
+        CHECK(res.wireBytesPerRank == 2 * 15 * chunk * 8);
     }
-    CHECK(netTotal == 8 * 2 * perHop);
-    CHECK(upTotal == 8 * 14 * perHop);
 }
 
 TEST_CASE("scale-up: a transfer takes serialization plus latency, and senders share an ingress",

@@ -128,6 +128,10 @@ BusBwFactor(CollectiveOp op, uint32_t n)
 struct Communicator::Run
 {
     CollectiveResult result;
+    NcclProto protocol{NcclProto::Simple};
+    int64_t sendNetPs{0}; //!< endpoint latency of a step sent over the network
+    int64_t sendUpPs{0};  //!< ... over the scale-up domain
+    int64_t recvNetPs{0}; //!< ... of a step received from the network
     std::vector<RankState> ranks;
     uint32_t ranksDone{0};
     bool lastUse{false};
@@ -307,25 +311,15 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
         // 16 bytes of capture: std::function keeps it inline (one QP per peer, millions)
         uint64_t ends = static_cast<uint64_t>(src) << 32 | dst;
         qb->SetReceiveHandler(
-            [this, ends](const RdmaCompletion& rc)
-            {
-                if (m_run)
-                {
-                    OnReceived(*m_run, static_cast<uint32_t>(ends),
-                               static_cast<uint32_t>(ends >> 32), rc.stream, rc.seq);
-                }
+            [this, ends](const RdmaCompletion& rc) {
+                Arrived(static_cast<uint32_t>(ends), static_cast<uint32_t>(ends >> 32), rc.stream,
+                        rc.seq);
             });
         return p;
     }
     uint32_t q = m_cfg.qpsPerConnection;
-    qb->SetReceiveHandler(
-        [this, src, dst, i, q](const RdmaCompletion& rc)
-        {
-            if (m_run)
-            {
-                OnReceived(*m_run, dst, src, i / q, static_cast<uint64_t>(rc.seq) * q + i % q);
-            }
-        });
+    qb->SetReceiveHandler([this, src, dst, i, q](const RdmaCompletion& rc)
+                          { Arrived(dst, src, i / q, static_cast<uint64_t>(rc.seq) * q + i % q); });
     return p;
 }
 
@@ -415,23 +409,36 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
     run.ranks.resize(Size());
     const uint32_t channels = choice.channels;
     run.result.channels = channels;
+    run.protocol = choice.protocol;
+    run.sendNetPs = m_cfg.endpoint.SendPs(true);
+    run.sendUpPs = m_cfg.endpoint.SendPs(false);
+    run.recvNetPs = m_cfg.endpoint.ReceivePs(choice.protocol);
+    // LL and LL128 move a step of their own buffer at a time, NCCL_STEPS in flight.
+    CollectiveConfig pc = m_cfg;
+    if (uint64_t step = ProtocolStepDataBytes(choice.protocol))
+    {
+        pc.ringSliceBytes = step;
+        pc.ringSlicesInFlight = kNcclSteps;
+        pc.treeChunkBytes = step;
+        pc.treeChunksInFlight = kNcclSteps;
+    }
     if (Size() > 1 && bytes > 0)
     {
         if (algo == CollectiveAlgorithm::Ring)
         {
-            PlanRing(run.ranks, op, bytes, channels, m_cfg, *m_layout);
+            PlanRing(run.ranks, op, bytes, channels, pc, *m_layout);
         }
         else if (algo == CollectiveAlgorithm::Tree)
         {
-            PlanTree(run.ranks, bytes, channels, m_cfg, *m_layout);
+            PlanTree(run.ranks, bytes, channels, pc, *m_layout);
         }
         else if (algo == CollectiveAlgorithm::Pat)
         {
-            PlanPat(run.ranks, op, bytes, channels, m_cfg);
+            PlanPat(run.ranks, op, bytes, channels, pc);
         }
         else
         {
-            PlanDirect(run.ranks, bytes, m_cfg.maxChannels, m_cfg);
+            PlanDirect(run.ranks, bytes, m_cfg.maxChannels, pc);
         }
     }
     // Bases: indices continue where each connection's previous collective ended. The
@@ -516,7 +523,14 @@ Communicator::PostQueue(Run& run, uint32_t r, uint32_t qi)
         QpPair* pair = c.Find(i);
         Ptr<QueuePair> qp = pair != nullptr && pair->tx ? pair->tx : OpenQp(c, r, q.peer, i).tx;
         uint16_t stream = m_multiplexed ? static_cast<uint16_t>(q.channel) : 0;
-        uint64_t bytes = op.bytes;
+        // The protocol's lines go on the wire; the kernel's and proxy's work comes first.
+        uint64_t bytes = ProtocolWireBytes(run.protocol, op.bytes);
+        int64_t delayPs =
+            m_layout->host[r] == m_layout->host[q.peer] ? run.sendUpPs : run.sendNetPs;
+        if (op.reduce && m_cfg.reducePsPerByte > 0)
+        {
+            delayPs += static_cast<int64_t>(op.bytes * m_cfg.reducePsPerByte);
+        }
         auto send = [this, qp, bytes, stream, r, qi]()
         {
             qp->PostSend(bytes, stream,
@@ -528,10 +542,9 @@ Communicator::PostQueue(Run& run, uint32_t r, uint32_t qi)
                              }
                          });
         };
-        if (op.reduce && m_cfg.reducePsPerByte > 0)
+        if (delayPs > 0)
         {
-            Simulator::Schedule(PicoSeconds(static_cast<int64_t>(bytes * m_cfg.reducePsPerByte)),
-                                send);
+            Simulator::Schedule(PicoSeconds(delayPs), send);
         }
         else
         {
@@ -587,6 +600,28 @@ Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
     {
         PostQueue(run, r, static_cast<uint32_t>(n));
     }
+}
+
+void
+Communicator::Arrived(uint32_t r, uint32_t src, uint32_t channel, uint64_t index)
+{
+    if (!m_run)
+    {
+        return;
+    }
+    if (m_run->recvNetPs > 0 && m_layout->host[r] != m_layout->host[src])
+    {
+        Simulator::Schedule(PicoSeconds(m_run->recvNetPs),
+                            [this, alive = std::weak_ptr<char>(m_alive), r, src, channel, index]()
+                            {
+                                if (!alive.expired() && m_run)
+                                {
+                                    OnReceived(*m_run, r, src, channel, index);
+                                }
+                            });
+        return;
+    }
+    OnReceived(*m_run, r, src, channel, index);
 }
 
 void

@@ -21,6 +21,7 @@
 
 #include "model/transport/queue-pair.h"
 #include "nccl-cost-model.h"
+#include "nccl-protocol.h"
 
 #include "ns3/abort.h"
 #include "ns3/callback.h"
@@ -30,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,11 +93,14 @@ struct CollectiveConfig
     /// What NCCL's cost model assumes of the hardware; zero fields are derived from the
     /// NICs (NcclCostModel::Resolve).
     NcclHardware nccl;
+    /// NCCL_PROTO: the protocol every collective runs with; unset, NCCL's cost model picks.
+    std::optional<NcclProto> protocol;
+    /// The latency a step meets at its endpoints (NcclEndpoint's attributes when made).
+    EndpointLatency endpoint{NcclEndpoint::Defaults()};
 };
 
-/// What a collective runs: the algorithm, the protocol NCCL would use with it (recorded
-/// only: the wire carries Simple's payload whatever it is), the model's estimate and the
-/// channels per rank.
+/// What a collective runs: the algorithm, the protocol (its wire format, step size and
+/// endpoint latency: nccl-protocol.h), the model's estimate and the channels per rank.
 struct CollectiveChoice
 {
     CollectiveAlgorithm algorithm{CollectiveAlgorithm::Ring};
@@ -109,7 +114,7 @@ struct CollectiveResult
 {
     CollectiveOp op;
     CollectiveAlgorithm algorithm;
-    NcclProto protocol{NcclProto::Simple}; //!< what NCCL would use (not on the wire)
+    NcclProto protocol{NcclProto::Simple}; //!< what ran
     double ncclModelUs{-1};                //!< NCCL's estimate; < 0: none
     uint64_t bytes{0};
     uint32_t ranks{0};
@@ -118,7 +123,7 @@ struct CollectiveResult
     int64_t endPs{0};
     int64_t fastestRankPs{0}; //!< earliest rank to finish
     uint64_t messages{0};
-    uint64_t wireBytesPerRank{0}; //!< payload bytes the busiest rank sent
+    uint64_t wireBytesPerRank{0}; //!< data bytes the busiest rank sent (before the protocol)
 };
 
 class Communicator
@@ -300,6 +305,9 @@ class Communicator
     void PostQueue(Run& run, uint32_t rank, uint32_t qi);
     void OnSent(Run& run, uint32_t rank, uint32_t qi);
     void OnReceived(Run& run, uint32_t rank, uint32_t src, uint32_t channel, uint64_t index);
+    /// A message arrived from src: the kernel sees it now, or after the protocol's receive
+    /// latency when it crossed the network.
+    void Arrived(uint32_t rank, uint32_t src, uint32_t channel, uint64_t index);
     void Finish(Run& run, uint32_t rank);
     uint64_t NicBytesPerSecond() const;
     NcclCostModel MakeCostModel() const;

@@ -390,10 +390,17 @@ NcclCostModel::Pick(NcclFunc f, uint64_t bytes) const
 NcclPick
 NcclCostModel::Pick(NcclFunc f, uint64_t bytes, NcclAlgo a) const
 {
+    return Pick(f, bytes, std::optional<NcclAlgo>(a), std::nullopt);
+}
+
+NcclPick
+NcclCostModel::Pick(NcclFunc f, uint64_t bytes, std::optional<NcclAlgo> a,
+                    std::optional<NcclProto> p) const
+{
     std::vector<NcclEstimate> only;
     for (const NcclEstimate& x : Estimates(f, bytes))
     {
-        if (x.algo == a)
+        if ((!a || x.algo == *a) && (!p || x.proto == *p))
         {
             only.push_back(x);
         }
@@ -402,8 +409,10 @@ NcclCostModel::Pick(NcclFunc f, uint64_t bytes, NcclAlgo a) const
     {
         return {best->algo, best->proto, best->timeUs, Channels(best->algo, best->proto, bytes)};
     }
-    NcclEstimate s = Estimate(f, a, NcclProto::Simple, bytes);
-    return {a, NcclProto::Simple, s.timeUs, Channels(a, NcclProto::Simple, bytes)};
+    const NcclAlgo fa = a.value_or(NcclAlgo::Ring);
+    const NcclProto fp = p.value_or(NcclProto::Simple);
+    NcclEstimate s = Estimate(f, fa, fp, bytes);
+    return {fa, fp, s.timeUs, Channels(fa, fp, bytes)};
 }
 
 // ---------------------------------------------------------------- the communicator's choice
@@ -442,7 +451,8 @@ namespace
 /// `model` (null when size < 2) and whose ranks run at most maxChannels channels.
 CollectiveChoice
 ChooseWith(const NcclCostModel* model, uint32_t size, uint32_t maxChannels, uint32_t userChannels,
-           CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes)
+           std::optional<NcclProto> proto, CollectiveOp op, CollectiveAlgorithm algo,
+           uint64_t bytes)
 {
     CollectiveChoice c;
     c.algorithm = algo;
@@ -466,18 +476,14 @@ ChooseWith(const NcclCostModel* model, uint32_t size, uint32_t maxChannels, uint
         c.channels = static_cast<uint32_t>(std::min<uint64_t>(SimpleChannels(bytes), maxChannels));
         return c;
     }
-    NcclPick p;
-    if (algo == CollectiveAlgorithm::Auto)
+    std::optional<NcclAlgo> forced;
+    if (algo != CollectiveAlgorithm::Auto)
     {
-        p = model->Pick(FuncOf(op), bytes);
+        forced = algo == CollectiveAlgorithm::Tree  ? NcclAlgo::Tree
+                 : algo == CollectiveAlgorithm::Pat ? NcclAlgo::Pat
+                                                    : NcclAlgo::Ring;
     }
-    else
-    {
-        p = model->Pick(FuncOf(op), bytes,
-                        algo == CollectiveAlgorithm::Tree  ? NcclAlgo::Tree
-                        : algo == CollectiveAlgorithm::Pat ? NcclAlgo::Pat
-                                                           : NcclAlgo::Ring);
-    }
+    const NcclPick p = model->Pick(FuncOf(op), bytes, forced, proto);
     c.algorithm = p.algo == NcclAlgo::Tree  ? CollectiveAlgorithm::Tree
                   : p.algo == NcclAlgo::Pat ? CollectiveAlgorithm::Pat
                                             : CollectiveAlgorithm::Ring;
@@ -499,7 +505,8 @@ ChooseWith(const NcclCostModel* model, uint32_t size, uint32_t maxChannels, uint
 CollectiveChoice
 Communicator::Choose(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes) const
 {
-    return ChooseWith(m_nccl.get(), Size(), m_cfg.maxChannels, m_userChannels, op, algo, bytes);
+    return ChooseWith(m_nccl.get(), Size(), m_cfg.maxChannels, m_userChannels, m_cfg.protocol, op,
+                      algo, bytes);
 }
 
 CollectiveChoice
@@ -516,7 +523,7 @@ Communicator::ChooseFor(CollectiveOp op, CollectiveAlgorithm algo, uint64_t byte
         model = std::make_unique<NcclCostModel>(ranks, ranks / ppn, hw);
     }
     return ChooseWith(model.get(), model ? ranks : std::min<uint32_t>(ranks, 1), maxChannels,
-                      cfg.maxChannels, op, algo, bytes);
+                      cfg.maxChannels, cfg.protocol, op, algo, bytes);
 }
 
 CollectiveAlgorithm

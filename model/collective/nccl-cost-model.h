@@ -30,6 +30,7 @@
 #define METAROCE_NCCL_COST_MODEL_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,11 @@ class NcclCostModel
     /// The pick with the algorithm forced (NCCL_ALGO=a): NCCL's best protocol for it. If no
     /// protocol of a is enabled (PAT with several ranks per node), its Simple formula.
     NcclPick Pick(NcclFunc f, uint64_t bytes, NcclAlgo a) const;
+    /// The pick with the algorithm and/or protocol forced (NCCL_ALGO, NCCL_PROTO): the best
+    /// enabled pair that matches; if none is enabled, the forced pair's formula (Ring and
+    /// Simple standing in for what is not forced).
+    NcclPick Pick(NcclFunc f, uint64_t bytes, std::optional<NcclAlgo> a,
+                  std::optional<NcclProto> p) const;
     /// topoGetAlgoInfo's channel count for a and p at this size.
     uint32_t Channels(NcclAlgo a, NcclProto p, uint64_t bytes) const;
     /// topoGetAlgoInfo's loop over a list in NCCL's order: the first strictly smallest
