@@ -878,6 +878,7 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     cfg.reducePsPerByte = w.reducePsPerByte;
     cfg.ranksPerHost = scaleUp ? spec.topology.acceleratorsPerHost : w.ranksPerHost;
     cfg.protocol = ProtocolOf(w.protocol);
+    cfg.pxn = w.pxn;
     cfg.endpoint = BuildEndpoint(spec.topology);
     Communicator comm(ranks, &nics, qpf, cfg);
 

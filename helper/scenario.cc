@@ -350,6 +350,12 @@ ParseCollective(const JsonReader& w, const TopologySpec& topo)
     c.qpsPerConnection = static_cast<uint32_t>(w.UInt("qps_per_connection", 1, 1, 64));
     c.reducePsPerByte = w.Number("reduce_ps_per_byte", 0.0, 0.0, 1e6);
     c.protocol = w.Choice("protocol", "auto", {"auto", "LL", "LL128", "Simple"});
+    c.pxn = w.Bool("pxn", false);
+    if (c.pxn && (c.op != "alltoall" || topo.acceleratorsPerHost == 1))
+    {
+        w.Fail("pxn", "forwards all-to-all traffic between accelerators of a host: needs op "
+                      "alltoall and a topology with accelerators_per_host > 1");
+    }
     if (c.protocol != "auto" && c.op == "alltoall")
     {
         w.Fail("protocol", "all-to-all runs NCCL's p2p path, which uses Simple over the network");

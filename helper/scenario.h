@@ -73,6 +73,7 @@ struct CollectiveWorkloadSpec
     uint32_t qpsPerConnection{1};
     double reducePsPerByte{0};
     std::string protocol{"auto"}; //!< NCCL_PROTO: auto, LL, LL128, Simple
+    bool pxn{false};              //!< all-to-all: NCCL's PXN over the scale-up domain
 };
 
 /// One collective of a job, run on every group of a partition of the ranks.

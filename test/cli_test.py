@@ -181,6 +181,9 @@ with tempfile.TemporaryDirectory() as tmp:
          "workload.protocol: must be one of auto, LL, LL128, Simple"),
         (lambda: [COLL, "--set", "workload.op=alltoall", "--set", "workload.protocol=LL"],
          "workload.protocol: all-to-all runs NCCL's p2p path"),
+        # PXN forwards all-to-all traffic inside a host: nothing to forward on a flat fabric.
+        (lambda: [COLL, "--set", "workload.op=alltoall", "--set", "workload.pxn=true"],
+         "workload.pxn: forwards all-to-all traffic between accelerators of a host"),
         # A topology's endpoint latencies: numbers of ns, known keys only.
         (lambda: [mutated(lambda j: j.update(topology=endpoint_topology({"doorbell_ns": -1})))],
          "endpoint.doorbell_ns: must be a number"),

@@ -300,3 +300,52 @@ TEST_CASE("with hosts, RoCEv2's pinned QPs of one NIC spread over all its planes
         }
     }
 }
+
+TEST_CASE("all-to-all with PXN: every network byte travels between NICs of one rail",
+          "[hosts][pxn]")
+{
+    const uint64_t S = 16 * 16 * 4096;                   // 16 KiB to every peer
+    std::map<bool, std::pair<uint64_t, uint64_t>> bytes; // pxn -> (network, scale-up)
+    for (bool pxn : {false, true})
+    {
+        SimGuard guard;
+        TwoHosts t;
+        QueuePairFactory f;
+        f.SetTypeId("ns3::metaroce::MetaRoceQueuePair");
+        CollectiveConfig cfg;
+        cfg.scaleUp = &t.su;
+        cfg.pxn = pxn;
+        std::vector<uint32_t> ranks(16);
+        std::iota(ranks.begin(), ranks.end(), 0u);
+        Communicator comm(ranks, &t.nics, f, cfg);
+        bool done = false;
+        comm.Start(CollectiveOp::AllToAll, CollectiveAlgorithm::Direct, S,
+                   [&](const CollectiveResult&)
+                   {
+                       done = true;
+                       Simulator::Stop();
+                   });
+        Simulator::Run();
+        INFO("pxn " << pxn);
+        REQUIRE(done);
+        uint64_t crossRail = 0;
+        comm.ForEachQp(
+            [&](const Ptr<QueuePair>& q)
+            {
+                uint64_t b = q->GetCounters().bytesPosted;
+                if (DynamicCast<ScaleUpQueuePair>(q))
+                {
+                    bytes[pxn].second += b;
+                    return;
+                }
+                bytes[pxn].first += b;
+                uint32_t a = q->GetNic()->GetNicId();
+                crossRail += a % 8 != q->GetRemoteNic() % 8 ? b : 0;
+            });
+        // Without PXN 7 of a rank's 8 peers on the other host sit on other rails.
+        CHECK(crossRail == (pxn ? 0 : 16 * 7 * S / 16));
+    }
+    // The same bytes cross the network; PXN adds the hop to the rail's accelerator.
+    CHECK(bytes[true].first == bytes[false].first);
+    CHECK(bytes[true].second == bytes[false].second + 16 * 7 * S / 16);
+}

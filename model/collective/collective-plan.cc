@@ -1,6 +1,7 @@
 #include "collective-plan.h"
 
 #include <algorithm>
+#include <map>
 
 namespace ns3
 {
@@ -393,7 +394,7 @@ PeerSchedule(uint32_t r, uint32_t k)
 /// p2pPeersInFlight peers at a time.
 void
 PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, uint32_t maxChannels,
-           const CollectiveConfig& cfg)
+           const CollectiveConfig& cfg, const HostLayout& layout)
 {
     const uint32_t k = static_cast<uint32_t>(ranks.size());
     // NCCL: channels per net peer, halved until channelsPerPeer x ceil(peers / 8) fits the
@@ -403,13 +404,43 @@ PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, uint32_t maxChannels,
     {
         perPeerCh /= 2;
     }
+    // PXN: the rank at (host, local index), where the communicator has one.
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> at;
+    uint32_t maxHost = 0;
+    if (cfg.pxn && !layout.Flat())
+    {
+        for (uint32_t r = 0; r < k; ++r)
+        {
+            at.emplace(std::make_pair(layout.host[r], layout.local[r]), r);
+            maxHost = std::max(maxHost, layout.host[r]);
+        }
+    }
+    // Streams of forwarded data need channel numbers of their own beside the direct ones
+    // (below maxChannels): on the scale-up hop, one per (destination host, channel of the
+    // pair); on the network hop, one per (origin's local index, channel of the pair).
+    uint32_t maxLocal = 0;
+    for (uint32_t l : layout.local)
+    {
+        maxLocal = std::max(maxLocal, l);
+    }
+    const bool pxn = !at.empty() && maxChannels + uint64_t{maxHost + 1} * perPeerCh <= UINT16_MAX &&
+                     maxChannels + uint64_t{maxLocal + 1} * perPeerCh <= UINT16_MAX;
     uint64_t perPeer = bytes / k;
     for (uint32_t r = 0; r < k; ++r)
     {
+        ranks[r].activeLimit = cfg.p2pPeersInFlight * perPeerCh;
+    }
+    for (uint32_t r = 0; r < k; ++r)
+    {
         RankState& rs = ranks[r];
-        rs.activeLimit = cfg.p2pPeersInFlight * perPeerCh;
         for (uint32_t peer : PeerSchedule(r, k))
         {
+            uint32_t via = r;
+            if (pxn && layout.host[peer] != layout.host[r] && layout.local[peer] != layout.local[r])
+            {
+                auto it = at.find(std::make_pair(layout.host[r], layout.local[peer]));
+                via = it != at.end() ? it->second : r;
+            }
             for (uint32_t c = 0; c < perPeerCh; ++c)
             {
                 // Peers start on different channels, so a rank's peers use every channel.
@@ -425,16 +456,42 @@ PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, uint32_t maxChannels,
                     chunk = cfg.p2pChunkBytes / 2;
                 }
                 uint64_t chunks = std::max<uint64_t>(1, (part + chunk - 1) / chunk);
-                AddOut(rs, peer, ch, cfg.p2pChunksInFlight);
+                if (via == r)
+                {
+                    AddOut(rs, peer, ch, cfg.p2pChunksInFlight);
+                    for (uint64_t j = 0; j < chunks; ++j)
+                    {
+                        AddOp(rs, PartOf(part, chunks, j), false);
+                    }
+                    AddIn(ranks[peer], r, ch, chunks);
+                    continue;
+                }
+                // To the host-mate on the peer's rail, in the sender's peer schedule...
+                uint32_t up = maxChannels + layout.host[peer] * perPeerCh + c;
+                AddOut(rs, via, up, cfg.p2pChunksInFlight);
                 for (uint64_t j = 0; j < chunks; ++j)
                 {
                     AddOp(rs, PartOf(part, chunks, j), false);
                 }
-                AddIn(ranks[peer], r, ch, chunks);
+                uint32_t in = AddIn(ranks[via], r, up, chunks);
+                // ...which sends each chunk on as it arrives (its proxy does, outside the
+                // kernel's batch of peers).
+                uint32_t net = maxChannels + layout.local[r] * perPeerCh + c;
+                RankState& vs = ranks[via];
+                AddOut(vs, peer, net, cfg.p2pChunksInFlight);
+                vs.out.back().unlimited = true;
+                vs.out.back().active = true;
+                for (uint64_t j = 0; j < chunks; ++j)
+                {
+                    AddOp(vs, PartOf(part, chunks, j), false);
+                    AddDep(vs, in, j);
+                }
+                AddIn(ranks[peer], via, net, chunks);
             }
         }
     }
 }
+
 /// Compacts a rank's plan (it lives as long as the collective, for every rank), sorts its in
 /// queues for lookup and lists each in queue's waiters.
 void

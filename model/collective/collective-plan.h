@@ -52,6 +52,7 @@ struct OutQueue // 28 bytes: a rank of a 64-rank all-to-all has 252 of them
     uint32_t peer{0};
     uint16_t channel{0};
     bool active{false};
+    bool unlimited{false}; //!< active from the start, outside the rank's p2p peer limit
     uint16_t window{1};
     uint16_t inflight{0};
     uint32_t opBegin{0}; //!< ops[opBegin, opBegin + nOps) of the rank, contiguous
@@ -174,14 +175,24 @@ struct RankState
     int64_t donePs{0};
 };
 
-/// Activates out queues in order while the rank has room (NCCL's p2p peers in flight).
+/// Activates out queues in order while the rank has room (NCCL's p2p peers in flight);
+/// unlimited ones (active from their making) take no room.
 inline void
 ActivateQueues(RankState& rs)
 {
-    while (rs.nextToActivate < rs.out.size() && rs.active < rs.activeLimit)
+    while (rs.nextToActivate < rs.out.size())
     {
-        rs.out[rs.nextToActivate++].active = true;
-        ++rs.active;
+        OutQueue& q = rs.out[rs.nextToActivate];
+        if (!q.unlimited)
+        {
+            if (rs.active >= rs.activeLimit)
+            {
+                break;
+            }
+            q.active = true;
+            ++rs.active;
+        }
+        ++rs.nextToActivate;
     }
 }
 
@@ -226,8 +237,11 @@ void PlanTree(std::vector<RankState>& ranks, uint64_t bytes, uint32_t channels,
               const CollectiveConfig& cfg, const HostLayout& layout);
 void PlanPat(std::vector<RankState>& ranks, CollectiveOp op, uint64_t bytes, uint32_t channels,
              const CollectiveConfig& cfg);
+/// With cfg.pxn and hosts, a send to a peer on another host and another local index goes
+/// over the scale-up domain to the sender's host-mate on the peer's index (NCCL's PXN), which
+/// forwards each chunk as it arrives through its own NIC.
 void PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, uint32_t maxChannels,
-                const CollectiveConfig& cfg);
+                const CollectiveConfig& cfg, const HostLayout& layout);
 /// Compacts a rank's plan, sorts its in queues for lookup and lists each in queue's waiters.
 void FinishPlan(RankState& rs);
 

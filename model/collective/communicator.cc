@@ -438,7 +438,7 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
         }
         else
         {
-            PlanDirect(run.ranks, bytes, m_cfg.maxChannels, pc);
+            PlanDirect(run.ranks, bytes, m_cfg.maxChannels, pc, *m_layout);
         }
     }
     // Bases: indices continue where each connection's previous collective ended. The
@@ -565,7 +565,7 @@ Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
     if (q.acked == q.nOps && q.active)
     {
         q.active = false;
-        --rs.active;
+        rs.active -= q.unlimited ? 0 : 1;
         ActivateQueues(rs);
         if (run.lastUse)
         {

@@ -85,8 +85,11 @@ struct CollectiveConfig
     uint32_t p2pPeersInFlight{8}; //!< NCCL_MAX_DEV_WORK_P2P_PER_BATCH
     uint32_t p2pChannels{32};     //!< p2p channels of a communicator (NCCL's usual 32)
     uint32_t qpsPerConnection{1}; //!< RoCEv2 only
-    double reducePsPerByte{0};    //!< optional reduction time
-    uint32_t ranksPerHost{1};     //!< ranks sharing a host, as NCCL's cost model sees them
+    //! all-to-all with hosts: forward over the scale-up domain to the rail of the peer
+    //! (NCCL's PXN); off: every rank sends through its own NIC
+    bool pxn{false};
+    double reducePsPerByte{0}; //!< optional reduction time
+    uint32_t ranksPerHost{1};  //!< ranks sharing a host, as NCCL's cost model sees them
     //! accelerator hosts: ranks on one host talk over its scale-up domain, and the planners
     //! build NCCL's host-aware rings and trees (null: every rank alone on its host)
     const ScaleUpFabric* scaleUp{nullptr};

@@ -55,6 +55,18 @@ ScaleUpDomain::~ScaleUpDomain() = default;
 void
 ScaleUpDomain::DoDispose()
 {
+    for (Port& p : m_ports)
+    {
+        // Pending firings must not reach a disposed domain.
+        if (p.busy && p.done)
+        {
+            p.done->CancelFiring();
+        }
+        if (p.arriving.Size() > 0 && p.deliver)
+        {
+            p.deliver->CancelFiring();
+        }
+    }
     m_ports.clear();
     Object::DoDispose();
 }
@@ -64,6 +76,11 @@ ScaleUpDomain::SetAccelerators(uint32_t n)
 {
     m_ports.clear();
     m_ports.resize(n);
+    for (uint32_t i = 0; i < n; ++i)
+    {
+        m_ports[i].done = Create<DoneEvent>(this, i);
+        m_ports[i].deliver = Create<DeliverEvent>(this, i);
+    }
 }
 
 std::pair<Ptr<ScaleUpQueuePair>, Ptr<ScaleUpQueuePair>>
@@ -125,17 +142,16 @@ ScaleUpDomain::Transmit(uint32_t acc)
         // The receiver's ingress takes chunks at DataRate too: several senders share it.
         Port& in = m_ports[qp->m_peerLocal];
         int64_t arrive = now + tx + m_latency.GetPicoSeconds();
+        // Later than every chunk the ingress accepted before: its deliveries stay in order.
         int64_t deliver = std::max(arrive, in.ingressFreePs + tx);
         in.ingressFreePs = deliver;
         in.rxBytes += payload;
-        ScaleUpQueuePair* peer = qp->m_peer;
-        Simulator::Schedule(PicoSeconds(deliver - now),
-                            [qp, peer, h, payload, index]()
-                            {
-                                peer->Arrive(h, payload);
-                                qp->Acknowledge(index, payload);
-                            });
-        Simulator::Schedule(PicoSeconds(tx), &ScaleUpDomain::TransmitDone, this, acc);
+        in.arriving.PushBack(Delivery{qp, h, payload, index, deliver});
+        if (in.arriving.Size() == 1)
+        {
+            DeliverEvent::ScheduleIn(in.deliver, deliver - now);
+        }
+        DoneEvent::ScheduleIn(port.done, tx);
     }
 }
 
@@ -144,6 +160,20 @@ ScaleUpDomain::TransmitDone(uint32_t acc)
 {
     m_ports[acc].busy = false;
     Transmit(acc);
+}
+
+void
+ScaleUpDomain::Deliver(uint32_t acc)
+{
+    Port& in = m_ports[acc];
+    const Delivery d = in.arriving.Front();
+    in.arriving.PopFront();
+    if (in.arriving.Size() > 0)
+    {
+        DeliverEvent::ScheduleIn(in.deliver, in.arriving.Front().atPs - NowPs());
+    }
+    d.from->m_peer->Arrive(d.h, d.payload);
+    d.from->Acknowledge(d.index, d.payload);
 }
 
 TypeId

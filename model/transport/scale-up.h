@@ -19,6 +19,7 @@
 #ifndef METAROCE_SCALE_UP_H
 #define METAROCE_SCALE_UP_H
 
+#include "model/fabric/reusable-event.h"
 #include "model/fabric/ring.h"
 #include "queue-pair.h"
 
@@ -60,7 +61,31 @@ class ScaleUpDomain : public Object
   protected:
     void DoDispose() override;
 
+  public:
+    /// For ReusableEvent: nothing to prefetch (a domain's state is small and hot).
+    void PrepareEvent(uint32_t, uint32_t) const {}
+
   private:
+    /// A chunk on its way into an accelerator.
+    struct Delivery
+    {
+        ScaleUpQueuePair* from;
+        RdmaHeaderData h;
+        uint32_t payload;
+        uint64_t index;
+        int64_t atPs;
+    };
+
+    /// The chunk on the egress of `acc` is out.
+    void TransmitDone(uint32_t acc);
+    /// The first chunk waiting at the ingress of `acc` is in.
+    void Deliver(uint32_t acc);
+
+    // One reusable event per port and direction: an accelerator's egress has one chunk on
+    // it at a time, and its ingress delivers in order (each chunk after the one before).
+    using DoneEvent = ReusableEvent<ScaleUpDomain, &ScaleUpDomain::TransmitDone>;
+    using DeliverEvent = ReusableEvent<ScaleUpDomain, &ScaleUpDomain::Deliver>;
+
     struct Port
     {
         Ring<ScaleUpQueuePair*> ready; //!< queue pairs with chunks, round robin
@@ -68,12 +93,13 @@ class ScaleUpDomain : public Object
         int64_t ingressFreePs{0};      //!< when the ingress has delivered all it accepted
         uint64_t txBytes{0};
         uint64_t rxBytes{0};
+        Ring<Delivery> arriving; //!< chunks on their way in, by delivery time
+        Ptr<DoneEvent> done;
+        Ptr<DeliverEvent> deliver;
     };
 
     /// The egress of `acc` is free: start its next chunk, if any.
     void Transmit(uint32_t acc);
-    /// The chunk on the egress of `acc` is out.
-    void TransmitDone(uint32_t acc);
     int64_t TxPs(uint32_t bytes) const;
 
     std::vector<Port> m_ports;
