@@ -285,6 +285,23 @@ BuildScaleUp(const TopologySpec& t)
     return su;
 }
 
+/// The collective configuration a collective workload runs with (scale-up domains apart).
+CollectiveConfig
+CollectiveConfigOf(const RunSpec& spec)
+{
+    const CollectiveWorkloadSpec& w = spec.collective;
+    CollectiveConfig cfg;
+    cfg.maxChannels = w.channels;
+    cfg.qpsPerConnection = w.qpsPerConnection;
+    cfg.reducePsPerByte = w.reducePsPerByte;
+    cfg.ranksPerHost =
+        spec.topology.acceleratorsPerHost > 1 ? spec.topology.acceleratorsPerHost : w.ranksPerHost;
+    cfg.protocol = ProtocolOf(w.protocol);
+    cfg.pxn = w.pxn;
+    cfg.endpoint = BuildEndpoint(spec.topology);
+    return cfg;
+}
+
 /// Raw traffic: returns the workload's metrics and counters.
 void
 RunRaw(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress,
@@ -871,15 +888,8 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
         }
     }
     auto scaleUp = BuildScaleUp(spec.topology);
-    CollectiveConfig cfg;
+    CollectiveConfig cfg = CollectiveConfigOf(spec);
     cfg.scaleUp = scaleUp.get();
-    cfg.maxChannels = w.channels;
-    cfg.qpsPerConnection = w.qpsPerConnection;
-    cfg.reducePsPerByte = w.reducePsPerByte;
-    cfg.ranksPerHost = scaleUp ? spec.topology.acceleratorsPerHost : w.ranksPerHost;
-    cfg.protocol = ProtocolOf(w.protocol);
-    cfg.pxn = w.pxn;
-    cfg.endpoint = BuildEndpoint(spec.topology);
     Communicator comm(ranks, &nics, qpf, cfg);
 
     struct SizeResult
@@ -1363,6 +1373,44 @@ ResultColumns(const std::string& workloadKind)
     static const std::vector<std::string> none;
     auto it = columns.find(workloadKind);
     return it == columns.end() ? none : it->second;
+}
+
+nlohmann::json
+CollectiveChoices(const RunSpec& spec)
+{
+    if (spec.workloadKind != "collective")
+    {
+        return nullptr;
+    }
+    const CollectiveWorkloadSpec& w = spec.collective;
+    const auto& g = spec.topology.geometry;
+    uint32_t k = w.placement == "explicit"
+                     ? static_cast<uint32_t>(w.nics.size())
+                     : (w.ranks == 0 ? static_cast<uint32_t>(g.TotalNics()) : w.ranks);
+    const uint64_t nicBytesPerSecond =
+        static_cast<uint64_t>(spec.topology.nicPortGbps * 1e9 / 8) * g.planes;
+    CollectiveConfig cfg = CollectiveConfigOf(spec);
+    if (k % cfg.ranksPerHost != 0)
+    {
+        cfg.ranksPerHost = 1; // a group spread unevenly over hosts: one rank per node
+    }
+    nlohmann::json out = nlohmann::json::array();
+    for (uint64_t size : w.sizes)
+    {
+        CollectiveChoice c =
+            Communicator::ChooseFor(CollectiveOpOf(w.op), CollectiveAlgorithmOf(w.algorithm), size,
+                                    k, nicBytesPerSecond, cfg);
+        nlohmann::json e = {{"size_bytes", size},
+                            {"algorithm", ToString(c.algorithm)},
+                            {"protocol", ToString(c.protocol)},
+                            {"channels", c.channels}};
+        if (c.modelUs >= 0)
+        {
+            e["nccl_model_us"] = c.modelUs;
+        }
+        out.push_back(e);
+    }
+    return out;
 }
 
 } // namespace metaroce

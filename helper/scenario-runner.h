@@ -49,6 +49,11 @@ std::vector<RunRecord> RunScenario(const RunSpec& spec, ProgressReporter& progre
 /// one transport, a victim, faults or a time series; a table prints "-" where one is absent.
 const std::vector<std::string>& ResultColumns(const std::string& workloadKind);
 
+/// For a collective workload: what each size would run (algorithm, NCCL protocol, channels,
+/// NCCL's estimate), as the run would choose it, without building anything (--dry-run);
+/// null for other workloads.
+nlohmann::json CollectiveChoices(const RunSpec& spec);
+
 /// Peak resident set of this process so far, in bytes.
 uint64_t PeakRssBytes();
 

@@ -251,6 +251,10 @@ main(int argc, char* argv[])
                 {"estimated_peak_memory_bytes", mem.bytes},
                 {"estimated_peak_memory", FormatBytes(mem.bytes)},
                 {"memory_estimate", mem.ToJson()}};
+            if (nlohmann::json c = CollectiveChoices(r); !c.is_null())
+            {
+                j["collective_choices"] = c;
+            }
             std::cout << j.dump(2) << "\n";
         }
         return 0;
