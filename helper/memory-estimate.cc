@@ -3,6 +3,7 @@
 #include "json-reader.h"
 #include "model/collective/communicator.h"
 
+#include "ns3/object-factory.h"
 #include "ns3/type-id.h"
 #include "ns3/uinteger.h"
 
@@ -136,12 +137,13 @@ bool
 Multiplexed(const TransportSpec& t)
 {
     TypeId tid;
-    TypeId::AttributeInformation info;
     if (t.qpType.empty() || !TypeId::LookupByNameFailSafe(t.qpType, &tid))
     {
         return t.kind != "rocev2";
     }
-    return !tid.LookupAttributeByName("Port", &info);
+    ObjectFactory f;
+    f.SetTypeId(tid);
+    return !f.Create<QueuePair>()->IsPinned();
 }
 
 const TransportCosts&

@@ -63,16 +63,12 @@ RdmaHelper::Connect(uint32_t a, uint32_t b, int32_t plane)
     uint32_t p = plane >= 0 ? static_cast<uint32_t>(plane) : m_nextPlane[a]++ % planes;
     TypeId tid = m_qpFactory.GetTypeId();
     TypeId::AttributeInformation info;
-    bool pinned = tid.LookupAttributeByName("Port", &info);
     bool hasEntropy = tid.LookupAttributeByName("Entropy", &info);
     Ptr<QueuePair> qa = m_qpFactory.Create();
     Ptr<QueuePair> qb = m_qpFactory.Create();
     for (auto& qp : {qa, qb})
     {
-        if (pinned)
-        {
-            qp->SetAttribute("Port", UintegerValue(p));
-        }
+        qp->PinToPort(p);
         if (hasEntropy)
         {
             // RoCE NICs derive the UDP source port from the QP: any value in the dynamic range.

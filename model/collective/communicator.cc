@@ -150,8 +150,7 @@ Communicator::Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<Rd
 {
     // Transports whose QPs are not pinned to a port spray one QP over every plane and carry
     // channels as streams; pinned ones (RoCEv2) need a QP per channel.
-    TypeId::AttributeInformation info;
-    m_multiplexed = !m_qpFactory.GetTypeId().LookupAttributeByName("Port", &info);
+    m_multiplexed = !m_qpFactory.Create()->IsPinned();
     for (uint32_t nic : m_ranks)
     {
         const ScaleUpFabric* su = m_cfg.scaleUp;
@@ -283,8 +282,8 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
         uint32_t channel = i / m_cfg.qpsPerConnection;
         uint32_t perHost = m_cfg.scaleUp != nullptr ? m_cfg.scaleUp->acceleratorsPerHost : 1;
         uint32_t plane = (channel + (perHost > 1 ? channel / perHost : 0) + src) % planes;
-        qa->SetAttribute("Port", UintegerValue(plane));
-        qb->SetAttribute("Port", UintegerValue(plane));
+        qa->PinToPort(plane);
+        qb->PinToPort(plane);
         qa->SetAttribute("Entropy",
                          UintegerValue(49152 + (src * 7919 + dst * 104729 + i * 31) % 16384));
         qb->SetAttribute("Entropy",

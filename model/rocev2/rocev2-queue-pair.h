@@ -27,6 +27,8 @@ class RoceV2QueuePair : public QueuePair
     ~RoceV2QueuePair() override;
 
     Ptr<QueuePair> Clone() const override;
+    bool IsPinned() const override { return true; }
+    void PinToPort(uint32_t port) override { m_port = port; }
     PullResult PullFrame(uint32_t port, FabricFrame& out) override;
     void Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData& h) override;
     void PrepareReceive(const RdmaFields& h, uint32_t stage) const override;

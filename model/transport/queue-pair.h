@@ -77,6 +77,13 @@ class QueuePair : public Object
     /// A new QP configured as this one (attributes, congestion control), with fresh state.
     /// Only for a QP never attached to a NIC: QueuePairFactory's prototype.
     virtual Ptr<QueuePair> Clone() const = 0;
+
+    /// Whether the QP sends on one NIC port only, the one PinToPort chose (RoCEv2); false: it
+    /// spreads its traffic over every port itself (MetaRoCE), and a communicator multiplexes
+    /// channels over one such QP per peer.
+    virtual bool IsPinned() const { return false; }
+    /// Pins a pinned QP to `port`; nothing for the others.
+    virtual void PinToPort(uint32_t port) {}
     /// The congestion control a QP forks at start (a prototype shared by the clones of one
     /// factory; without it each QP builds its own from its CongestionControl type).
     void SetCongestionPrototype(Ptr<RdmaCongestionOps> proto) { m_ccProto = proto; }
