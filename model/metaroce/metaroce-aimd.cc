@@ -169,5 +169,18 @@ MetaRoceAimd::OnRateHint(CcState& s, double bps)
     }
 }
 
+void
+MetaRoceAimd::OnRestart(CcState& s)
+{
+    if (m_useHints && s.rateBps != s.lineRateBps)
+    {
+        s.rateBps = s.lineRateBps;
+        if (s.onRateChange)
+        {
+            s.onRateChange();
+        }
+    }
+}
+
 } // namespace metaroce
 } // namespace ns3

@@ -6,7 +6,9 @@
  *    EcnBeta x the path's marked fraction (a DCTCP-style EWMA, gain EcnGain);
  *  - on losses only after LossThreshold of them within one RTT: pwnd *= (1 - LossBeta);
  *  - a timeout leaves the path one packet;
- *  - the receiver's rate hint becomes the QP's pacing rate.
+ *  - the receiver's rate hint becomes the QP's pacing rate; a QP that had nothing
+ *    outstanding starts new work unpaced (the last hint described the receiver's load
+ *    while the finished work was received, not now) until the first ACK brings a hint.
  * The constants are assumptions: the talk names the mechanisms (ECN MD per path, MD after N
  * drops, AI on ACKs) but not their values.
  */
@@ -32,6 +34,7 @@ class MetaRoceAimd : public RdmaCongestionOps
     void OnLoss(CcState& s, uint32_t path, uint32_t lost) override;
     void OnTimeout(CcState& s, uint32_t path) override;
     void OnRateHint(CcState& s, double bps) override;
+    void OnRestart(CcState& s) override;
 
     /// The marked-fraction estimate of a path.
     double GetEcnFraction(uint32_t path) const

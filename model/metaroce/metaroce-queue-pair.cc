@@ -281,6 +281,10 @@ void
 MetaRoceQueuePair::OnPosted()
 {
     EnsureInit();
+    if (GetPendingSends() == 1)
+    {
+        m_tx->ccOps->OnRestart(m_tx->paths.Window()); // the message just posted is all there is
+    }
     WakeAll();
 }
 
@@ -695,7 +699,6 @@ MetaRoceQueuePair::PreparePull(uint32_t port, uint32_t stage) const
 void
 MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHeaderData& h)
 {
-    m_hint->OnData(this);
     const MetaRoceReceiver::Arrival a =
         m_receiver.OnData(port, frame.entropy, frame.ecn == ECN_CE, h, m_ackInterval);
     if (a.ecnMarked)
@@ -706,6 +709,7 @@ MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHead
     if ((h.flags & RdmaHeader::kFlagProbe) == 0)
     {
         Place(h, payload, true);
+        m_hint->OnData(this); // after placement: the last packet of the last message ends it
     }
     if (!a.current)
     {
@@ -733,7 +737,7 @@ MetaRoceQueuePair::SendPathAck(uint32_t pathId)
     RdmaHeaderData a;
     uint8_t port = 0;
     uint16_t entropy = 0;
-    m_receiver.MakeAck(pathId, m_remoteQpn, m_hint->HintBps(), a, port, entropy);
+    m_receiver.MakeAck(pathId, m_remoteQpn, m_hint->HintBps(this), a, port, entropy);
     ++m_counters.acksSent;
     m_nic->SendControl(port, MakeFrame(a, 0, entropy, false));
 }
