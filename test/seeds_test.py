@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Properties the seeds state, end to end through metaroce-sim: a collective takes as long
 after another collective in the same world as alone (no state of finished work carries into
-new work).
+new work); the steady-state throughput of long-lived connections is the mean of the time
+series' bins after the warm-up.
 
 usage: seeds_test.py METAROCE_SIM REPO_ROOT
 """
@@ -13,6 +14,7 @@ import tempfile
 
 SIM, ROOT = sys.argv[1], sys.argv[2]
 A2A = os.path.join(ROOT, "scenarios", "collectives-64gpu-alltoall.json")
+STEADY = os.path.join(ROOT, "scenarios", "planes-steady.json")
 failures = []
 
 
@@ -41,6 +43,23 @@ with tempfile.TemporaryDirectory() as tmp:
     print(f"8 MiB all-to-all: {alone} us alone, {after} us after another")
     check(abs(after - alone) <= 0.01 * alone,
           f"all-to-all after another takes {after} us, alone {alone} us (more than 1% apart)")
+
+    # Steady state: 512 long-lived connections on 4 planes, bins of 10 us, from 100 us to 300.
+    out = os.path.join(tmp, "steady.json")
+    r = subprocess.run([SIM, STEADY, "--quiet", "--variant", "4 planes, 512 connections",
+                        "--set", "duration_us=300", "--set", "outputs.steady_from_us=100",
+                        "--out", out], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, f"steady: exit {r.returncode}: {r.stderr.strip()}")
+    with open(out) as f:
+        run = json.load(f)["runs"][0]
+    bins = [x["goodput_gbps"] for x in run["timeseries"] if x["time_us"] - 10 >= 100]
+    steady = run["metrics"]["steady_goodput_gbps"]
+    print(f"steady state: {steady:.1f} Gb/s over {len(bins)} bins")
+    check(len(bins) >= 15 and abs(steady - sum(bins) / len(bins)) < 1e-6 * steady,
+          f"steady_goodput_gbps {steady} is not the mean of the {len(bins)} bins after 100 us")
+    # 64 NICs x 4 x 100G: no more than the payload of every receiver's links.
+    check(0.5 * 64 * 400 * 4096 / 4210 < steady <= 64 * 400 * 4096 / 4210,
+          f"steady_goodput_gbps {steady} outside (half, all) of the receivers' capacity")
 
 if failures:
     print(f"{len(failures)} failure(s)")
