@@ -771,6 +771,21 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         }
         std::sort(bins.begin(), bins.end());
         rec.metrics["goodput_median_bin_gbps"] = Percentile(bins, 0.5);
+        if (spec.steadyFromUs >= 0)
+        {
+            // Steady state: long-lived connections measured after their warm-up.
+            double sum = 0;
+            int n = 0;
+            for (const auto& x : series)
+            {
+                if (x.timeUs - spec.timeseriesBinUs >= spec.steadyFromUs)
+                {
+                    sum += x.goodputGbps;
+                    ++n;
+                }
+            }
+            rec.metrics["steady_goodput_gbps"] = n ? sum / n : 0.0;
+        }
         // Throughput around a plane outage: before it, in its second half (settled), and
         // after recovery once the first bins have passed.
         for (const auto& f : spec.faults)
@@ -1335,6 +1350,7 @@ ResultColumns(const std::string& workloadKind)
                           "mean_qwnd_packets",
                           "plane_detection_us",
                           "goodput_median_bin_gbps",
+                          "steady_goodput_gbps",
                           "goodput_before_fault_gbps",
                           "goodput_during_fault_gbps",
                           "goodput_after_recovery_gbps",

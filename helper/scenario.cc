@@ -681,6 +681,16 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
     {
         JsonReader o = r.Object("outputs");
         run.timeseriesBinUs = o.Number("timeseries_bin_us", 0.0, 0.0, 1e9);
+        if (o.Has("steady_from_us"))
+        {
+            run.steadyFromUs = o.Number("steady_from_us", 0.0, 0.0, 1e12);
+            if (run.timeseriesBinUs <= 0 || run.workloadKind != "streams")
+            {
+                o.Fail("steady_from_us",
+                       "needs a streams workload and outputs.timeseries_bin_us > 0 (it averages "
+                       "the throughput bins)");
+            }
+        }
         run.flowsOutput = o.Bool("flows", false);
         if (o.Has("table"))
         {

@@ -134,6 +134,7 @@ struct RunSpec
     JobWorkloadSpec job;
     TransportSpec transport;
     double timeseriesBinUs{0}; //!< > 0: record delivered throughput per bin
+    double steadyFromUs{-1};   //!< >= 0: mean throughput of the bins from here to the end
     bool flowsOutput{false};   //!< write per-flow completion times
     std::vector<FaultSpec> faults;
     std::vector<std::string> table; //!< columns of the printed table

@@ -4,6 +4,7 @@
 
 #include "ns3/boolean.h"
 #include "ns3/double.h"
+#include "ns3/enum.h"
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
 
@@ -37,6 +38,15 @@ MetaRoceAimd::GetTypeId()
                           "EWMA gain of a path's marked fraction. Assumption: 1/16 (DCTCP's g).",
                           DoubleValue(1.0 / 16), MakeDoubleAccessor(&MetaRoceAimd::m_ecnGain),
                           MakeDoubleChecker<double>(0.0, 1.0))
+            .AddAttribute("EcnResponse",
+                          "How a path's window answers ECN: mark (every ACK echoing CE takes "
+                          "EcnBeta x half the bytes it acknowledges) or rtt (at most once per "
+                          "path RTT, by EcnBeta x the path's marked fraction / 2, at least "
+                          "EcnGain / 2: about 3% for an isolated mark). Assumption: mark (with "
+                          "rtt, a connection's cut depends on how many paths its packets "
+                          "spread over).",
+                          EnumValue(ECN_PER_MARK), MakeEnumAccessor(&MetaRoceAimd::m_ecnResponse),
+                          MakeEnumChecker(ECN_PER_MARK, "mark", ECN_PER_RTT, "rtt"))
             .AddAttribute("LossThreshold",
                           "Losses within one RTT of a path before its window is cut (the talk's "
                           "N). Assumption: 3.",
@@ -57,6 +67,15 @@ MetaRoceAimd::GetTypeId()
                           "Grow a path's window only while the path fills it. Assumption: on.",
                           BooleanValue(true), MakeBooleanAccessor(&MetaRoceAimd::m_validate),
                           MakeBooleanChecker())
+            .AddAttribute("IncreaseCoupling",
+                          "How additive increase is shared across a connection's paths: "
+                          "connection (AdditiveIncrease packets per RTT for the connection, "
+                          "split over its paths by the ACKs they carry: more paths add no "
+                          "aggression) or path (AdditiveIncrease per path per RTT). "
+                          "Assumption: connection (the talk: adding paths does not raise the "
+                          "overall aggressiveness; how it is achieved is not stated).",
+                          EnumValue(COUPLE_CONNECTION), MakeEnumAccessor(&MetaRoceAimd::m_coupling),
+                          MakeEnumChecker(COUPLE_CONNECTION, "connection", COUPLE_PATH, "path"))
             .AddAttribute("UseRateHints", "Pace the QP at the receiver's rate hint (RCN).",
                           BooleanValue(true), MakeBooleanAccessor(&MetaRoceAimd::m_useHints),
                           MakeBooleanChecker());
@@ -90,13 +109,21 @@ MetaRoceAimd::OnAck(CcState& s, uint32_t path, uint64_t ackedBytes, int64_t rttP
         m_ecnFrac.resize(s.paths.size(), 0.0);
     }
     double& frac = m_ecnFrac[path];
-    frac = (1 - m_ecnGain) * frac + m_ecnGain * (ecn ? 1.0 : 0.0);
     int64_t now = NowPs();
+    frac = (1 - m_ecnGain) * frac + m_ecnGain * (ecn ? 1.0 : 0.0);
     double mtu = s.mtu;
     if (ecn)
     {
         p.slowStart = false;
-        if (MayDecrease(p, now))
+        if (m_ecnResponse == ECN_PER_MARK)
+        {
+            // Per RTT the marked ACKs of a window of W take EcnBeta x fraction x W / 2, as
+            // DCTCP's once-per-RTT cut does, but without needing a mark in each path's RTT.
+            double cut = m_ecnBeta * static_cast<double>(std::max<uint64_t>(ackedBytes, 1)) / 2;
+            p.cwndBytes = std::max(mtu, p.cwndBytes - cut);
+            p.lastDecreasePs = now;
+        }
+        else if (MayDecrease(p, now))
         {
             double f = std::max(frac, m_ecnGain);
             p.cwndBytes = std::max(mtu, p.cwndBytes * (1 - m_ecnBeta * f / 2));
@@ -116,7 +143,18 @@ MetaRoceAimd::OnAck(CcState& s, uint32_t path, uint64_t ackedBytes, int64_t rttP
         }
         else
         {
-            p.cwndBytes += m_ai * mtu * static_cast<double>(ackedBytes) / p.cwndBytes;
+            // Per RTT a path's ACKs add AdditiveIncrease x (its window / the divisor).
+            double divisor = p.cwndBytes;
+            if (m_coupling == COUPLE_CONNECTION)
+            {
+                divisor = 0;
+                for (const CcPath& q : s.paths)
+                {
+                    divisor += q.cwndBytes;
+                }
+                divisor = std::max(divisor, p.cwndBytes);
+            }
+            p.cwndBytes += m_ai * mtu * static_cast<double>(ackedBytes) / divisor;
         }
         p.cwndBytes = std::min(p.cwndBytes, p.maxCwndBytes);
     }
@@ -162,6 +200,19 @@ MetaRoceAimd::OnRateHint(CcState& s, double bps)
     if (r != s.rateBps)
     {
         s.rateBps = r;
+        if (s.onRateChange)
+        {
+            s.onRateChange();
+        }
+    }
+}
+
+void
+MetaRoceAimd::OnRestart(CcState& s)
+{
+    if (m_useHints && s.rateBps != s.lineRateBps)
+    {
+        s.rateBps = s.lineRateBps;
         if (s.onRateChange)
         {
             s.onRateChange();

@@ -1,11 +1,19 @@
 /*
- * RCN, the receiver's rate hints: a NIC-wide tracker of the MetaRoCE QPs actively sending to
- * this NIC. Every ACK carries the sender's fair share of the NIC's inbound capacity: the
- * capacity of its live ports x Utilization, divided equally among the active senders.
- * Aggregated to the RdmaNic (one per NIC, created by the first MetaRoCE QP that needs it).
+ * RCN, the receiver's rate hints: a NIC-wide tracker of the MetaRoCE QPs actively receiving
+ * at this NIC. Every ACK carries its sender's share of the NIC's inbound capacity: the
+ * capacity of its live ports x Utilization, split among the active receiving QPs in
+ * proportion to their weights. Aggregated to the RdmaNic (one per NIC, created by the first
+ * MetaRoCE QP that needs it).
  *
- * Assumptions (no spec is public): a sender counts as active while a message of it is partly
- * received (its buffer is in use) or it sent data within ActiveWindow; shares are equal.
+ * The talk names two signals, the QPs actively receiving and the receive buffers posted.
+ *  - Active: a QP counts while a message of it is partly received, and stops counting the
+ *    moment its last message completes (finished work holds no share of the next), or when
+ *    its sender has been silent for ActiveWindow (a stalled sender's share goes to the others).
+ *    Only a QP that is receiving holds a share, so the shares of the senders that are sending
+ *    always add up to the whole capacity.
+ *  - Posted buffers: how they weigh a QP's share is not stated (an assumption, the attribute
+ *    BufferWeighting): "posted", a QP's weight is its posted, unconsumed receive buffers (at
+ *    least 1); "off", every active QP weighs the same.
  */
 #ifndef METAROCE_METAROCE_RATE_HINT_H
 #define METAROCE_METAROCE_RATE_HINT_H
@@ -27,6 +35,12 @@ class QueuePair;
 class MetaRoceRateHint : public Object
 {
   public:
+    enum Weighting
+    {
+        WEIGHT_OFF,   //!< equal shares
+        WEIGHT_POSTED //!< shares in proportion to posted receive buffers
+    };
+
     static TypeId GetTypeId();
     MetaRoceRateHint();
     ~MetaRoceRateHint() override;
@@ -34,24 +48,40 @@ class MetaRoceRateHint : public Object
     /// The tracker of `nic`, created and aggregated on first use.
     static Ptr<MetaRoceRateHint> Of(RdmaNic* nic);
 
-    /// A data packet arrived for the receiving QP `qp`.
+    /// A data packet of the receiving QP `qp` was placed (call after placement: a packet that
+    /// completes the QP's last message ends its share).
     void OnData(const QueuePair* qp);
-    /// The fair share of one active sender, in bit/s.
+    /// The share of `qp`, in bit/s (as if it were active, if it is not).
+    double HintBps(const QueuePair* qp) const;
+    /// The share of an active QP of weight 1, in bit/s.
     double HintBps() const;
     uint32_t ActiveSenders() const { return static_cast<uint32_t>(m_active.size()); }
+    /// Sum of the active QPs' weights.
+    double TotalWeight() const { return m_totalWeight; }
 
   protected:
     void DoDispose() override;
 
   private:
+    struct Entry
+    {
+        int64_t lastPs{-1}; //!< last data packet
+        uint32_t weight{0}; //!< 0: not active
+        uint32_t slot{0};   //!< index in m_active while active
+    };
+
+    uint32_t WeightOf(const QueuePair* qp) const;
+    void Remove(uint32_t qpn);
     void Sweep();
 
     RdmaNic* m_nic{nullptr};
     Time m_window;
     double m_utilization{1.0};
+    Weighting m_weighting{WEIGHT_POSTED};
     // Dense by QPN (a NIC numbers its QPs from 1): one store per data packet, no hashing.
-    std::vector<int64_t> m_lastPs;  //!< [qpn]: last data packet, or -1 if inactive
-    std::vector<uint32_t> m_active; //!< QPNs of the active receiving QPs (open or since closed)
+    std::vector<Entry> m_q;
+    std::vector<uint32_t> m_active; //!< QPNs of the active receiving QPs
+    double m_totalWeight{0};
     EventId m_sweep;
 };
 

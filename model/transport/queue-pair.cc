@@ -254,6 +254,10 @@ QueuePair::ReleaseReceives(uint16_t stream)
         m_recv.erase(it);
         ++next;
         ++m_counters.messagesReceived;
+        if (m_postedReceives > 0)
+        {
+            --m_postedReceives;
+        }
         m_recvCompleteTrace(stream, c.seq, c.bytes, Simulator::Now());
         if (m_onReceive)
         {

@@ -172,6 +172,11 @@ class QueuePair : public Object
     std::size_t GetPendingSends() const { return m_sendQueue.Size(); }
     /// Messages partly received (state still held at the receiver).
     std::size_t GetPendingReceives() const { return m_recv.size(); }
+    /// The application posts `n` receive buffers; each message received consumes one. Only
+    /// MetaRoCE's rate hint reads them (a message needs no posted buffer to be received).
+    void PostReceive(uint32_t n = 1) { m_postedReceives += n; }
+    /// Receive buffers posted and not yet consumed.
+    uint32_t GetPostedReceives() const { return m_postedReceives; }
 
   protected:
     void DoDispose() override;
@@ -236,6 +241,7 @@ class QueuePair : public Object
     uint32_t m_remoteNic{0};
     uint32_t m_remoteQpn{0};
     uint32_t m_mtu{4096};
+    uint32_t m_postedReceives{0};
     uint8_t m_dataTc{3};
     uint8_t m_controlTc{6};
 

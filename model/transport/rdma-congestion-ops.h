@@ -60,6 +60,8 @@ class RdmaCongestionOps : public Object
     virtual void OnTimeout(CcState& s, uint32_t path) {}
     /// The receiver's fair-share rate hint (MetaRoCE RCN).
     virtual void OnRateHint(CcState& s, double bps) {}
+    /// New work after the QP had nothing outstanding (every message sent and acknowledged).
+    virtual void OnRestart(CcState& s) {}
     /// Whether a timer of this instance is pending (its QP may not close before it fires).
     virtual bool HasPendingEvents() const { return false; }
 };
