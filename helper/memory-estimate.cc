@@ -478,7 +478,7 @@ EstimatePeakMemory(const RunSpec& spec)
         else if (spec.workloadKind == "collective")
         {
             const CollectiveWorkloadSpec& w = spec.collective;
-            uint32_t k = w.ranks == 0 ? g.TotalNics() : w.ranks;
+            uint32_t k = w.ranks == 0 ? spec.topology.Accelerators() : w.ranks;
             if (w.placement == "explicit")
             {
                 k = static_cast<uint32_t>(w.nics.size());
@@ -516,7 +516,7 @@ EstimatePeakMemory(const RunSpec& spec)
         else
         {
             const JobWorkloadSpec& job = spec.job;
-            const uint32_t n = job.ranks == 0 ? g.TotalNics() : job.ranks;
+            const uint32_t n = job.ranks == 0 ? spec.topology.Accelerators() : job.ranks;
             // Stages: a phase marked with_previous runs beside the one before it. Every
             // plan of a stage is built at its start, and connections stay (open, or as the
             // record of a closed one) for the job; but one phase's QPs in progress and data

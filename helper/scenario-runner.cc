@@ -276,13 +276,27 @@ BuildScaleUp(const TopologySpec& t)
     }
     auto su = std::make_unique<ScaleUpFabric>();
     su->acceleratorsPerHost = t.acceleratorsPerHost;
-    for (uint32_t h = 0; h < t.nics / t.acceleratorsPerHost; ++h)
+    for (uint32_t h = 0; h < t.Accelerators() / t.acceleratorsPerHost; ++h)
     {
         Ptr<ScaleUpDomain> d = f.Create<ScaleUpDomain>();
         d->SetAccelerators(t.acceleratorsPerHost);
         su->hosts.push_back(d);
     }
     return su;
+}
+
+/// The NIC of every accelerator (accelerator a uses NIC a / acceleratorsPerNic): what a
+/// communicator indexes by rank placement.
+std::vector<Ptr<RdmaNic>>
+AcceleratorNics(const TopologySpec& t, const std::vector<Ptr<RdmaNic>>& nics)
+{
+    std::vector<Ptr<RdmaNic>> out;
+    out.reserve(t.Accelerators());
+    for (uint32_t a = 0; a < t.Accelerators(); ++a)
+    {
+        out.push_back(nics[a / t.acceleratorsPerNic]);
+    }
+    return out;
 }
 
 /// The collective configuration a collective workload runs with (scale-up domains apart).
@@ -867,9 +881,11 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     const CollectiveWorkloadSpec& w = spec.collective;
     TransportSetup setup(spec.transport, fabric, stream);
     const QueuePairFactory& qpf = setup.rdma.QpFactory();
-    const std::vector<Ptr<RdmaNic>>& nics = setup.nics;
-    // Placement of ranks on NICs.
-    uint32_t n = w.ranks == 0 ? fabric.NumNics() : w.ranks;
+    // Ranks live on accelerators, each served by its NIC.
+    const std::vector<Ptr<RdmaNic>> nics = AcceleratorNics(spec.topology, setup.nics);
+    const uint32_t accelerators = static_cast<uint32_t>(nics.size());
+    // Placement of ranks on accelerators.
+    uint32_t n = w.ranks == 0 ? accelerators : w.ranks;
     std::vector<uint32_t> ranks(n);
     if (w.placement == "explicit")
     {
@@ -877,7 +893,7 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     }
     else if (w.placement == "random")
     {
-        std::vector<uint32_t> all(fabric.NumNics());
+        std::vector<uint32_t> all(accelerators);
         std::iota(all.begin(), all.end(), 0u);
         FastRng rng(static_cast<uint64_t>(stream++));
         for (uint32_t i = static_cast<uint32_t>(all.size()) - 1; i > 0; --i)
@@ -889,17 +905,17 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     else
     {
         uint32_t stride = w.placement == "strided" ? w.stride : 1;
-        std::vector<bool> used(fabric.NumNics(), false);
+        std::vector<bool> used(accelerators, false);
         uint32_t at = 0;
         for (uint32_t i = 0; i < n; ++i)
         {
             while (used[at])
             {
-                at = (at + 1) % fabric.NumNics();
+                at = (at + 1) % accelerators;
             }
             ranks[i] = at;
             used[at] = true;
-            at = (at + stride) % fabric.NumNics();
+            at = (at + stride) % accelerators;
         }
     }
     auto scaleUp = BuildScaleUp(spec.topology);
@@ -945,7 +961,7 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     };
     Simulator::ScheduleNow(next);
     Time limit = MicroSeconds(1) * spec.durationUs;
-    RunSupervisor supervisor(spec, fabric, &nics, Time(0));
+    RunSupervisor supervisor(spec, fabric, &setup.nics, Time(0));
     supervisor.Run(progress, limit, [&]() { return sizeIdx == w.sizes.size(); });
 
     QueuePair::Counters sum = comm.SendCounters();
@@ -1029,8 +1045,8 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
     const JobWorkloadSpec& job = spec.job;
     TransportSetup setup(spec.transport, fabric, stream);
     const QueuePairFactory& qpf = setup.rdma.QpFactory();
-    const std::vector<Ptr<RdmaNic>>& nics = setup.nics;
-    const uint32_t n = job.ranks == 0 ? fabric.NumNics() : job.ranks;
+    const std::vector<Ptr<RdmaNic>> nics = AcceleratorNics(spec.topology, setup.nics);
+    const uint32_t n = job.ranks == 0 ? static_cast<uint32_t>(nics.size()) : job.ranks;
 
     struct PhaseRun
     {
@@ -1130,7 +1146,7 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
     };
     Simulator::ScheduleNow(startStage);
     Time limit = MicroSeconds(1) * spec.durationUs;
-    RunSupervisor supervisor(spec, fabric, &nics, Time(0));
+    RunSupervisor supervisor(spec, fabric, &setup.nics, Time(0));
     supervisor.Run(progress, limit, [&]() { return iteration == job.iterations; });
 
     auto mean = [](const std::vector<double>& v)
@@ -1402,7 +1418,7 @@ CollectiveChoices(const RunSpec& spec)
     const auto& g = spec.topology.geometry;
     uint32_t k = w.placement == "explicit"
                      ? static_cast<uint32_t>(w.nics.size())
-                     : (w.ranks == 0 ? static_cast<uint32_t>(g.TotalNics()) : w.ranks);
+                     : (w.ranks == 0 ? spec.topology.Accelerators() : w.ranks);
     const uint64_t nicBytesPerSecond =
         static_cast<uint64_t>(spec.topology.nicPortGbps * 1e9 / 8) * g.planes;
     CollectiveConfig cfg = CollectiveConfigOf(spec);

@@ -308,14 +308,14 @@ ParseCollective(const JsonReader& w, const TopologySpec& topo)
             }
         }
     }
-    c.ranks = static_cast<uint32_t>(w.UInt("ranks", 0, 0, topo.nics));
+    c.ranks = static_cast<uint32_t>(w.UInt("ranks", 0, 0, topo.Accelerators()));
     c.placement =
         w.Choice("placement", "contiguous", {"contiguous", "strided", "random", "explicit"});
-    c.stride = static_cast<uint32_t>(w.UInt("stride", 1, 1, topo.nics));
+    c.stride = static_cast<uint32_t>(w.UInt("stride", 1, 1, topo.Accelerators()));
     if (c.placement == "explicit")
     {
         std::map<uint64_t, std::size_t> rankOf;
-        std::vector<uint64_t> nics = w.UIntList("nics", 0, topo.nics - 1);
+        std::vector<uint64_t> nics = w.UIntList("nics", 0, topo.Accelerators() - 1);
         for (std::size_t i = 0; i < nics.size(); ++i)
         {
             auto [it, fresh] = rankOf.emplace(nics[i], i);
@@ -340,7 +340,7 @@ ParseCollective(const JsonReader& w, const TopologySpec& topo)
                                      " accelerators per host, which is what NCCL sees; drop "
                                      "this key or make it agree");
     }
-    if ((c.ranks == 0 ? topo.nics : c.ranks) % c.ranksPerHost != 0)
+    if ((c.ranks == 0 ? topo.Accelerators() : c.ranks) % c.ranksPerHost != 0)
     {
         w.Fail("ranks_per_host", "must divide the number of ranks");
     }
@@ -371,8 +371,8 @@ ParseJob(const JsonReader& j, const TopologySpec& topo)
     job.name = j.String("name", "job");
     j.String("description", "");
     job.iterations = static_cast<uint32_t>(j.UInt("iterations", 1, 1, 10000));
-    job.ranks = static_cast<uint32_t>(j.UInt("ranks", 0, 0, topo.nics));
-    uint32_t n = job.ranks == 0 ? topo.nics : job.ranks;
+    job.ranks = static_cast<uint32_t>(j.UInt("ranks", 0, 0, topo.Accelerators()));
+    uint32_t n = job.ranks == 0 ? topo.Accelerators() : job.ranks;
     for (const auto& p : j.Array("phases"))
     {
         JobPhaseSpec ph;

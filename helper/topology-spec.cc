@@ -111,10 +111,18 @@ ParseTopology(const nlohmann::json& j, const std::string& path)
         t.nicRxLatencyNs = r.Number("nic_rx_latency_ns", 0, 1e9);
     }
     t.acceleratorsPerHost = static_cast<uint32_t>(r.UInt("accelerators_per_host", 1, 1, 1024));
-    if (t.nics % t.acceleratorsPerHost != 0)
+    t.acceleratorsPerNic = static_cast<uint32_t>(r.UInt("accelerators_per_nic", 1, 1, 1024));
+    if (t.acceleratorsPerHost % t.acceleratorsPerNic != 0)
     {
-        r.Fail("accelerators_per_host",
-               "must divide nics (" + std::to_string(t.nics) + "): one NIC per accelerator");
+        r.Fail("accelerators_per_nic", "must divide accelerators_per_host (" +
+                                           std::to_string(t.acceleratorsPerHost) +
+                                           "): a NIC serves accelerators of one host");
+    }
+    if (t.nics % (t.acceleratorsPerHost / t.acceleratorsPerNic) != 0)
+    {
+        r.Fail(t.acceleratorsPerNic == 1 ? "accelerators_per_host" : "accelerators_per_nic",
+               "a host has " + std::to_string(t.acceleratorsPerHost / t.acceleratorsPerNic) +
+                   " NICs, which must divide nics (" + std::to_string(t.nics) + ")");
     }
     if (r.Has("scale_up"))
     {
@@ -337,6 +345,10 @@ TopologySpec::ToJson() const
     if (acceleratorsPerHost > 1)
     {
         j["accelerators_per_host"] = acceleratorsPerHost;
+        if (acceleratorsPerNic > 1)
+        {
+            j["accelerators_per_nic"] = acceleratorsPerNic;
+        }
         nlohmann::json su = nlohmann::json::object();
         if (scaleUpGbps)
         {

@@ -51,9 +51,15 @@ struct TopologySpec
     double usPerKm{5.0};
     double interSiteGbps{0};
     SwitchParams sw;
-    // Accelerator hosts: NIC n serves accelerator n % acceleratorsPerHost of host
-    // n / acceleratorsPerHost, and a host's accelerators share a scale-up domain.
+    // Accelerator hosts of acceleratorsPerHost accelerators sharing a scale-up domain, each
+    // NIC serving acceleratorsPerNic of them: accelerator a (numbered host by host) uses NIC
+    // a / acceleratorsPerNic, so accelerator i of every host uses its host's NIC
+    // i / acceleratorsPerNic (rail-aligned). Collectives and jobs place ranks on accelerators.
     uint32_t acceleratorsPerHost{1};
+    uint32_t acceleratorsPerNic{1};
+
+    /// Accelerators: the ranks collectives and jobs place.
+    uint32_t Accelerators() const { return nics * acceleratorsPerNic; }
     std::optional<double> nicTxLatencyNs; //!< unset: the RdmaNic attribute defaults
     std::optional<double> nicRxLatencyNs;
     std::optional<double> scaleUpGbps; //!< unset: the ScaleUpDomain attribute defaults

@@ -187,6 +187,11 @@ with tempfile.TemporaryDirectory() as tmp:
         # PXN forwards all-to-all traffic inside a host: nothing to forward on a flat fabric.
         (lambda: [COLL, "--set", "workload.op=alltoall", "--set", "workload.pxn=true"],
          "workload.pxn: forwards all-to-all traffic between accelerators of a host"),
+        # A NIC serves accelerators of one host, and a host's NICs divide the fabric's.
+        (lambda: [mutated(lambda j: j.update(topology=shared_topology(3, 64)))],
+         "accelerators_per_nic: must divide accelerators_per_host (8)"),
+        (lambda: [mutated(lambda j: j.update(topology=shared_topology(2, 30)))],
+         "accelerators_per_nic: a host has 4 NICs, which must divide nics (30)"),
         # A topology's endpoint latencies: numbers of ns, known keys only.
         (lambda: [mutated(lambda j: j.update(topology=endpoint_topology({"doorbell_ns": -1})))],
          "endpoint.doorbell_ns: must be a number"),
@@ -217,6 +222,11 @@ with tempfile.TemporaryDirectory() as tmp:
         (lambda: [mutated(lambda j: j.update(variants=[{"name": "x"}, {"name": "x"}]))],
          "variants[1].name: \"x\" is also the name of variants[0]"),
     ]
+
+    def shared_topology(per_nic, nics):
+        topo = json.load(open(os.path.join(ROOT, "topologies", "fpf-8plane-64-hosts8.json")))
+        topo.update(accelerators_per_nic=per_nic, nics=nics)
+        return write(tmp, "shared-topology.json", topo)
 
     def endpoint_topology(endpoint):
         topo = json.load(open(os.path.join(ROOT, "topologies", "fpf-8plane-64.json")))

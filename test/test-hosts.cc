@@ -349,3 +349,63 @@ TEST_CASE("all-to-all with PXN: every network byte travels between NICs of one r
     CHECK(bytes[true].first == bytes[false].first);
     CHECK(bytes[true].second == bytes[false].second + 16 * 7 * S / 16);
 }
+
+TEST_CASE("NICs shared by two accelerators each: a ring over 2 hosts x 8 puts both accelerators' "
+          "network bytes on their NIC",
+          "[hosts][collective][shared-nic]")
+{
+    SimGuard guard;
+    RdmaWorld w{SmallFpf(8, 8, 8)}; // 8 NICs: 4 per host
+    std::vector<Ptr<RdmaNic>> nics;  // by accelerator: accelerator a uses NIC a / 2
+    for (uint32_t a = 0; a < 16; ++a)
+    {
+        nics.push_back(w.rdma->Nic(a / 2));
+    }
+    ScaleUpFabric su;
+    su.acceleratorsPerHost = 8;
+    for (uint32_t h = 0; h < 2; ++h)
+    {
+        su.hosts.push_back(CreateObject<ScaleUpDomain>());
+        su.hosts.back()->SetAccelerators(8);
+    }
+    QueuePairFactory f;
+    f.SetTypeId("ns3::metaroce::MetaRoceQueuePair");
+    CollectiveConfig cfg;
+    cfg.scaleUp = &su;
+    cfg.maxChannels = 8;
+    cfg.protocol = NcclProto::Simple;
+    std::vector<uint32_t> ranks(16);
+    std::iota(ranks.begin(), ranks.end(), 0u);
+    Communicator comm(ranks, &nics, f, cfg);
+    const uint64_t S = 1 << 20;
+    bool done = false;
+    CollectiveResult res;
+    comm.Start(CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, S,
+               [&](const CollectiveResult& r)
+               {
+                   res = r;
+                   done = true;
+                   Simulator::Stop();
+               });
+    Simulator::Run();
+    REQUIRE(done);
+    REQUIRE(res.channels == 8);
+    // As with a NIC each: every accelerator leaves its host in one channel of eight; here two
+    // accelerators leave through each NIC, and every QP connects the NICs that serve its ends.
+    const uint64_t perHop = 2 * 15 * (S / 8 / 16);
+    std::map<uint32_t, uint64_t> net;
+    comm.ForEachQp(
+        [&](const Ptr<QueuePair>& q)
+        {
+            if (!DynamicCast<ScaleUpQueuePair>(q))
+            {
+                net[q->GetNic()->GetNicId()] += q->GetCounters().bytesPosted;
+                CHECK(q->GetRemoteNic() / 4 != q->GetNic()->GetNicId() / 4); // other host
+            }
+        });
+    REQUIRE(net.size() == 8);
+    for (const auto& [nic, bytes] : net)
+    {
+        CHECK(bytes == 2 * perHop);
+    }
+}

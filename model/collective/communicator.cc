@@ -208,7 +208,14 @@ Communicator::NicBytesPerSecond() const
     {
         bps += nic->GetPort(p)->GetDataRate().GetBitRate();
     }
-    return bps / 8;
+    // A NIC serving several accelerators: each sees its share (assumption: NCCL's graph
+    // search gives the accelerators of a shared NIC equal parts of it).
+    uint64_t sharing = 0;
+    for (const Ptr<RdmaNic>& n : *m_nics)
+    {
+        sharing += PeekPointer(n) == nic ? 1 : 0;
+    }
+    return bps / 8 / std::max<uint64_t>(1, sharing);
 }
 
 void
@@ -299,8 +306,8 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
     uint32_t qb_n = p.rxQpn;
     a->AttachQueuePair(qa_n, qa);
     b->AttachQueuePair(qb_n, qb);
-    qa->Connect(m_ranks[dst], qb_n);
-    qb->Connect(m_ranks[src], qa_n);
+    qa->Connect(b->GetNicId(), qb_n);
+    qb->Connect(a->GetNicId(), qa_n);
     p.tx = qa;
     p.rx = qb;
     m_qps += 2;

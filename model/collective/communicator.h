@@ -132,7 +132,8 @@ struct CollectiveResult
 class Communicator
 {
   public:
-    /// ranks[i] = the NIC id of rank i; nics indexed by NIC id; qpFactory makes the transport.
+    /// ranks[i] = the accelerator of rank i, nics[a] the NIC serving accelerator a (one per
+    /// accelerator, or a NIC several accelerators share); qpFactory makes the transport.
     Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<RdmaNic>>* nics,
                  QueuePairFactory qpFactory, CollectiveConfig cfg);
     ~Communicator();

@@ -142,15 +142,15 @@ class ScaleUpQueuePair : public QueuePair
 };
 
 /// The scale-up domains of a cluster of hosts with `acceleratorsPerHost` accelerators each,
-/// one NIC per accelerator (rail-aligned): NIC n serves accelerator n % acceleratorsPerHost of
-/// host n / acceleratorsPerHost.
+/// numbered host by host: accelerator a is accelerator a % acceleratorsPerHost of host
+/// a / acceleratorsPerHost (which NIC serves it is the topology's business).
 struct ScaleUpFabric
 {
     uint32_t acceleratorsPerHost{1};
     std::vector<Ptr<ScaleUpDomain>> hosts;
 
-    uint32_t HostOf(uint32_t nic) const { return nic / acceleratorsPerHost; }
-    uint32_t LocalOf(uint32_t nic) const { return nic % acceleratorsPerHost; }
+    uint32_t HostOf(uint32_t accelerator) const { return accelerator / acceleratorsPerHost; }
+    uint32_t LocalOf(uint32_t accelerator) const { return accelerator % acceleratorsPerHost; }
     bool SameHost(uint32_t a, uint32_t b) const
     {
         return acceleratorsPerHost > 1 && HostOf(a) == HostOf(b);
