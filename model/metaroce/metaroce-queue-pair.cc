@@ -185,7 +185,7 @@ const MetaRoceQueuePair::PathCounters&
 MetaRoceQueuePair::GetPathCounters() const
 {
     static const PathCounters none;
-    return m_tx ? m_tx->pc : none;
+    return m_tx ? m_tx->paths.Counters() : none;
 }
 
 // ---------------------------------------------------------------- set-up and paths
@@ -198,264 +198,62 @@ MetaRoceQueuePair::EnsureInit()
         return;
     }
     m_tx.reset(new Sender());
-    m_tx->rng.Seed(Mix64(static_cast<uint64_t>(m_nic->GetNicId()) << 24 | m_qpn));
+    MetaRocePathManager::Config cfg;
+    cfg.rtoMinPs = m_rtoMin.GetPicoSeconds();
+    cfg.initialRtoPs = m_initialRto.GetPicoSeconds();
+    cfg.probeIntervalPs = m_probeInterval.GetPicoSeconds();
+    cfg.idleTimeoutPs = m_idleTimeout.GetPicoSeconds();
+    cfg.minPaths = m_minPaths;
+    cfg.maxPaths = m_maxPaths;
+    cfg.initialWindow = m_initialWindow;
+    cfg.pathWindowCap = m_pathWindowCap;
+    cfg.pathFailTimeouts = m_pathFailTimeouts;
+    cfg.planeFailPaths = m_planeFailPaths;
+    cfg.mtu = m_mtu;
+    cfg.growPaths = m_growPaths;
+    cfg.openOnFirstUse = m_openOnFirstUse;
     uint32_t planes = m_nic->GetNPorts();
-    m_tx->planes.resize(planes);
+    std::vector<bool> linkUp(planes);
     double line = 0;
     for (uint32_t p = 0; p < planes; ++p)
     {
         line += static_cast<double>(m_nic->GetPort(p)->GetDataRate().GetBitRate());
-        m_tx->planes[p].linkUp = m_nic->IsPortUp(p);
+        linkUp[p] = m_nic->IsPortUp(p);
     }
-    m_tx->cc.lineRateBps = line;
-    m_tx->cc.rateBps = line;
-    m_tx->cc.mtu = m_mtu;
-    m_tx->cc.onRateChange = [this]() { WakeAll(); };
+    m_tx->paths.Start(cfg, this, Mix64(static_cast<uint64_t>(m_nic->GetNicId()) << 24 | m_qpn),
+                      linkUp);
+    CcState& cc = m_tx->paths.Window();
+    cc.lineRateBps = line;
+    cc.rateBps = line;
+    cc.mtu = m_mtu;
+    cc.onRateChange = [this]() { WakeAll(); };
     m_tx->ccOps = NewCongestionOps(m_ccType);
-    m_tx->ccOps->Init(m_tx->cc);
+    m_tx->ccOps->Init(cc);
     m_hint = MetaRoceRateHint::Of(m_nic);
-    // Exact-size path table: a QP that never grows keeps no spare capacity (millions of
-    // QPs). The paths opened here share one initial state (virginBody, virginCc) until
-    // their first use.
-    FreshPath(m_tx->virginBody, m_tx->virginCc, PATH_ACTIVE);
-    if (!m_openOnFirstUse)
-    {
-        m_tx->heads.reserve(std::min(m_minPaths, m_maxPaths));
-    }
-    for (uint32_t i = 0; i < m_minPaths && i < m_maxPaths; ++i)
-    {
-        if (m_openOnFirstUse)
-        {
-            ++m_tx->planes[LeastPopulatedPlane()].owed; // opened by the plane's first PullFrame
-        }
-        else
-        {
-            OpenPath(LeastPopulatedPlane(), PATH_ACTIVE, true, true);
-        }
-    }
-}
-
-void
-MetaRoceQueuePair::OpenOwed(uint32_t plane, bool wake)
-{
-    Plane& pl = m_tx->planes[plane];
-    m_tx->heads.reserve(m_tx->heads.size() + pl.owed); // exact-size tables
-    m_tx->bodies.reserve(m_tx->bodies.size() + pl.owed);
-    m_tx->cc.paths.reserve(m_tx->cc.paths.size() + pl.owed);
-    while (pl.owed > 0)
-    {
-        --pl.owed; // first: a wake may pull this plane at once
-        OpenPath(plane, PATH_ACTIVE, wake);
-    }
-}
-
-void
-MetaRoceQueuePair::OpenOwedPaths()
-{
-    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
-    {
-        OpenOwed(p, true);
-    }
-}
-
-bool
-MetaRoceQueuePair::PlaneUsable(uint32_t plane) const
-{
-    return m_tx->planes[plane].linkUp && !m_tx->planes[plane].avoided;
-}
-
-uint32_t
-MetaRoceQueuePair::LeastPopulatedPlane() const
-{
-    uint32_t best = 0;
-    uint32_t bestCount = std::numeric_limits<uint32_t>::max();
-    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
-    {
-        if (!PlaneUsable(p))
-        {
-            continue;
-        }
-        uint32_t n = m_tx->planes[p].owed;
-        for (uint16_t i : m_tx->planes[p].paths)
-        {
-            n += m_tx->heads[i].state == PATH_ACTIVE ? 1 : 0;
-        }
-        if (n < bestCount)
-        {
-            best = p;
-            bestCount = n;
-        }
-    }
-    return best;
-}
-
-uint32_t
-MetaRoceQueuePair::OpenPath(uint32_t plane, PathState state, bool wake, bool virgin)
-{
-    uint32_t slot = static_cast<uint32_t>(m_tx->heads.size());
-    for (uint32_t i = 0; i < m_tx->heads.size(); ++i)
-    {
-        if (m_tx->heads[i].state == PATH_RETIRED)
-        {
-            slot = i;
-            break;
-        }
-    }
-    if (slot == m_tx->heads.size())
-    {
-        m_tx->heads.emplace_back();
-    }
-    PathHead& hd = m_tx->heads[slot];
-    hd.epoch = static_cast<uint8_t>(hd.epoch + 1);
-    hd.plane = static_cast<uint8_t>(plane);
-    hd.state = state;
-    // A fresh UDP source port: a new ECMP route, with its own PSN space from 0.
-    hd.entropy = static_cast<uint16_t>(49152 + m_tx->rng.Next() % 16384);
-    if (virgin)
-    {
-        NS_ASSERT(hd.body == 0 && state == PATH_ACTIVE);
-    }
-    else
-    {
-        uint32_t d = Dense(slot);
-        FreshPath(m_tx->bodies[d], m_tx->cc.paths[d], state);
-    }
-    m_tx->planes[plane].paths.push_back(static_cast<uint16_t>(slot));
-    ++m_tx->pc.pathsOpened;
-    if (wake)
-    {
-        Wake(plane);
-    }
-    return slot;
-}
-
-void
-MetaRoceQueuePair::FreshPath(SPath& p, CcPath& c, PathState state) const
-{
-    p.recs.Release();
-    p = SPath();
-    int64_t now = NowPs();
-    p.lastSendPs = now;
-    p.lastProgressPs = now;
-    p.nextProbePs = now;
-    c = CcPath();
-    c.maxCwndBytes = static_cast<double>(m_pathWindowCap) * m_mtu;
-    c.cwndBytes = std::min(
-        c.maxCwndBytes, static_cast<double>(state == PATH_PROBING ? 1 : m_initialWindow) * m_mtu);
-}
-
-uint32_t
-MetaRoceQueuePair::Dense(uint32_t i)
-{
-    PathHead& hd = m_tx->heads[i];
-    if (hd.body == 0)
-    {
-        // First write: the path leaves the shared initial state. Exact growth (most
-        // connections touch one or two paths).
-        m_tx->bodies.reserve(m_tx->bodies.size() + 1);
-        m_tx->cc.paths.reserve(m_tx->cc.paths.size() + 1);
-        m_tx->bodies.push_back(m_tx->virginBody);
-        m_tx->cc.paths.push_back(m_tx->virginCc);
-        hd.body = static_cast<uint16_t>(m_tx->bodies.size());
-    }
-    return hd.body - 1u;
-}
-
-void
-MetaRoceQueuePair::MoveInflightToRetx(uint32_t i)
-{
-    if (m_tx->heads[i].body == 0)
-    {
-        return; // never sent anything
-    }
-    SPath& p = m_tx->bodies[m_tx->heads[i].body - 1];
-    for (uint32_t k = 0; k < p.recs.Size(); ++k)
-    {
-        TxRecord& r = p.recs.At(k);
-        if (r.state == REC_INFLIGHT)
-        {
-            r.state = REC_LOST;
-            if (r.msg != kProbe)
-            {
-                m_tx->retx.PushBack({r.msg, r.pkt});
-            }
-        }
-    }
-    m_tx->cc.paths[m_tx->heads[i].body - 1].inflightBytes = 0;
-}
-
-void
-MetaRoceQueuePair::AdvanceBase(uint32_t i)
-{
-    if (m_tx->heads[i].body == 0)
-    {
-        return;
-    }
-    SPath& p = m_tx->bodies[m_tx->heads[i].body - 1];
-    while (!p.recs.Empty() && p.recs.Front().state != REC_INFLIGHT)
-    {
-        p.recs.PopFront();
-        ++p.cumAck;
-    }
-}
-
-void
-MetaRoceQueuePair::RetirePath(uint32_t i)
-{
-    PathHead& hd = m_tx->heads[i];
-    if (hd.state == PATH_RETIRED)
-    {
-        return;
-    }
-    MoveInflightToRetx(i);
-    if (hd.body != 0)
-    {
-        m_tx->bodies[hd.body - 1].recs.Release();
-    }
-    hd.state = PATH_RETIRED;
-    auto& list = m_tx->planes[hd.plane].paths;
-    list.erase(std::remove(list.begin(), list.end(), static_cast<uint16_t>(i)), list.end());
-    ++m_tx->pc.pathsRetired;
+    m_tx->paths.OpenInitialPaths();
 }
 
 uint32_t
 MetaRoceQueuePair::GetActivePaths() const
 {
-    uint32_t n = 0;
-    if (m_tx == nullptr)
-    {
-        return 0;
-    }
-    for (const auto& p : m_tx->heads)
-    {
-        n += p.state == PATH_ACTIVE ? 1 : 0;
-    }
-    return n;
+    return m_tx != nullptr ? m_tx->paths.GetActivePaths() : 0;
 }
 
 uint32_t
 MetaRoceQueuePair::GetActivePathsOnPlane(uint32_t plane) const
 {
-    uint32_t n = 0;
-    if (m_tx != nullptr && plane < m_tx->planes.size())
-    {
-        for (uint16_t i : m_tx->planes[plane].paths)
-        {
-            n += m_tx->heads[i].state == PATH_ACTIVE ? 1 : 0;
-        }
-    }
-    return n;
+    return m_tx != nullptr ? m_tx->paths.GetActivePathsOnPlane(plane) : 0;
 }
 
 double
 MetaRoceQueuePair::GetQpWindowBytes() const
 {
     double w = 0;
-    for (uint32_t i = 0; m_tx != nullptr && i < m_tx->heads.size(); ++i)
+    for (uint32_t i = 0; m_tx != nullptr && i < m_tx->paths.NSlots(); ++i)
     {
-        if (m_tx->heads[i].state == PATH_ACTIVE)
+        if (m_tx->paths.Head(i).state == PATH_ACTIVE)
         {
-            w += Cc(i).cwndBytes;
+            w += m_tx->paths.Cc(i).cwndBytes;
         }
     }
     return w;
@@ -464,15 +262,15 @@ MetaRoceQueuePair::GetQpWindowBytes() const
 bool
 MetaRoceQueuePair::IsPlaneAvoided(uint32_t plane) const
 {
-    return m_tx != nullptr && plane < m_tx->planes.size() &&
-           (m_tx->planes[plane].avoided || !m_tx->planes[plane].linkUp);
+    return m_tx != nullptr && plane < m_tx->paths.NPlanes() &&
+           (m_tx->paths.PlaneAt(plane).avoided || !m_tx->paths.PlaneAt(plane).linkUp);
 }
 
 MetaRoceQueuePair::PathView
 MetaRoceQueuePair::GetPath(uint32_t i) const
 {
-    const PathHead& p = m_tx->heads[i];
-    const CcPath& c = Cc(i);
+    const PathHead& p = m_tx->paths.Head(i);
+    const CcPath& c = m_tx->paths.Cc(i);
     return {p.plane,     p.entropy,       p.epoch, static_cast<PathState>(p.state),
             c.cwndBytes, c.inflightBytes, c.srttPs};
 }
@@ -489,7 +287,7 @@ MetaRoceQueuePair::OnPosted()
 void
 MetaRoceQueuePair::Wake(uint32_t plane)
 {
-    if (m_nic != nullptr && plane < m_tx->planes.size() && m_tx->planes[plane].linkUp)
+    if (m_nic != nullptr && plane < m_tx->paths.NPlanes() && m_tx->paths.PlaneAt(plane).linkUp)
     {
         m_nic->NotifyReady(this, plane);
     }
@@ -498,7 +296,7 @@ MetaRoceQueuePair::Wake(uint32_t plane)
 void
 MetaRoceQueuePair::WakeAll()
 {
-    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
+    for (uint32_t p = 0; p < m_tx->paths.NPlanes(); ++p)
     {
         Wake(p);
     }
@@ -510,31 +308,10 @@ MetaRoceQueuePair::PacingWake()
     WakeAll();
 }
 
-bool
-MetaRoceQueuePair::Eligible(uint32_t i) const
-{
-    const PathHead& hd = m_tx->heads[i];
-    if (hd.state != PATH_ACTIVE)
-    {
-        return false;
-    }
-    if (hd.body == 0)
-    {
-        return true; // nothing sent yet on this path
-    }
-    const SPath& p = m_tx->bodies[hd.body - 1];
-    const CcPath& c = m_tx->cc.paths[hd.body - 1];
-    if (p.psnNext - p.cumAck >= kSackBits)
-    {
-        return false; // the receiver's bitmap could not describe more
-    }
-    return c.inflightBytes == 0 || c.inflightBytes + m_mtu <= c.cwndBytes;
-}
-
 int32_t
 MetaRoceQueuePair::SelectPath(uint32_t plane, int64_t now) const
 {
-    const Plane& pl = m_tx->planes[plane];
+    const Plane& pl = m_tx->paths.PlaneAt(plane);
     const std::size_t n = pl.paths.size();
     int32_t best = -1;
     double bestScore = 0;
@@ -542,7 +319,7 @@ MetaRoceQueuePair::SelectPath(uint32_t plane, int64_t now) const
     {
         // Round robin starts after the last path used; the others scan all.
         uint16_t i = pl.paths[(pl.rr + k) % n];
-        if (!Eligible(i))
+        if (!m_tx->paths.Eligible(i))
         {
             continue;
         }
@@ -550,7 +327,7 @@ MetaRoceQueuePair::SelectPath(uint32_t plane, int64_t now) const
         {
             return i;
         }
-        const CcPath& c = Cc(i);
+        const CcPath& c = m_tx->paths.Cc(i);
         double score = m_policy == LEAST_LOADED ? static_cast<double>(c.inflightBytes) / c.cwndBytes
                                                 : static_cast<double>(c.srttPs);
         if (best < 0 || score < bestScore)
@@ -600,13 +377,14 @@ MetaRoceQueuePair::NextChunk(uint64_t& msg, uint32_t& pkt, bool& retx)
 bool
 MetaRoceQueuePair::QpWindowOpen() const
 {
-    bool hinted = m_tx->cc.rateBps < m_tx->cc.lineRateBps && m_tx->qpMinRttPs > 0;
+    bool hinted = m_tx->paths.Window().rateBps < m_tx->paths.Window().lineRateBps &&
+                  m_tx->paths.QpMinRttPs() > 0;
     if (m_qpWindowCap == 0 && !hinted)
     {
         return true;
     }
     uint64_t inflight = 0;
-    for (const auto& c : m_tx->cc.paths)
+    for (const auto& c : m_tx->paths.Window().paths)
     {
         inflight += c.inflightBytes;
     }
@@ -617,8 +395,8 @@ MetaRoceQueuePair::QpWindowOpen() const
     double cap = m_qpWindowCap != 0 ? static_cast<double>(m_qpWindowCap) * m_mtu : 1e300;
     if (hinted)
     {
-        cap = std::min(cap, m_hintWindowGain * m_tx->cc.rateBps / 8e12 *
-                                static_cast<double>(m_tx->qpMinRttPs));
+        cap = std::min(cap, m_hintWindowGain * m_tx->paths.Window().rateBps / 8e12 *
+                                static_cast<double>(m_tx->paths.QpMinRttPs()));
     }
     if (!hinted)
     {
@@ -663,7 +441,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         return PullResult::Nothing; // released after its last use
     }
     EnsureInit();
-    Plane& pl = m_tx->planes[port];
+    Plane& pl = m_tx->paths.PlaneAt(port);
     if (!pl.linkUp)
     {
         return PullResult::Nothing;
@@ -679,29 +457,18 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
     if (pl.avoided)
     {
         // Probe the plane with an empty packet, one at a time, while there is work.
-        int32_t probe = -1;
-        for (uint16_t i : pl.paths)
-        {
-            if (m_tx->heads[i].state != PATH_PROBING)
-            {
-                continue;
-            }
-            AdvanceBase(i); // a probe that timed out is resolved: another may go
-            if (Body(i).recs.Empty() && now >= Body(i).nextProbePs)
-            {
-                probe = i;
-            }
-        }
+        int32_t probe = m_tx->paths.ProbeDue(port, now);
         if (probe < 0 || !HasData())
         {
             return PullResult::Nothing;
         }
         slot = static_cast<uint32_t>(probe);
-        m_tx->bodies[Dense(slot)].nextProbePs = now + m_probeInterval.GetPicoSeconds();
-        rec = {kProbe, now, 0, 0, REC_INFLIGHT};
+        m_tx->paths.BodyAt(m_tx->paths.Dense(slot)).nextProbePs =
+            now + m_probeInterval.GetPicoSeconds();
+        rec = {PM::kProbe, now, 0, 0, PM::REC_INFLIGHT};
         h.msgBytes = 0;
         h.flags |= RdmaHeader::kFlagProbe;
-        ++m_tx->pc.probesSent;
+        ++m_tx->paths.Counters().probesSent;
     }
     else
     {
@@ -709,7 +476,8 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         {
             return PullResult::Nothing;
         }
-        if (m_tx->cc.rateBps < m_tx->cc.lineRateBps && now < m_tx->paceVirtPs)
+        if (m_tx->paths.Window().rateBps < m_tx->paths.Window().lineRateBps &&
+            now < m_tx->paceVirtPs)
         {
             if (!IsPending(m_tx->paceEvent))
             {
@@ -722,11 +490,11 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         {
             return PullResult::Nothing; // an ACK will reopen it
         }
-        OpenOwed(port, false); // this plane's first data opens its share of the paths
+        m_tx->paths.OpenOwed(port, false); // this plane's first data opens its share of the paths
         int32_t s = SelectPath(port, now);
         if (s < 0)
         {
-            m_tx->windowLimited = true;
+            m_tx->paths.NoteWindowLimited();
             return PullResult::Nothing;
         }
         slot = static_cast<uint32_t>(s);
@@ -745,68 +513,37 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         {
             h.flags |= RdmaHeader::kFlagRetransmit;
             ++m_counters.retransmittedPackets;
-            m_retransmitTrace(Body(slot).psnNext, slot);
+            m_retransmitTrace(m_tx->paths.Body(slot).psnNext, slot);
         }
-        rec = {msg, now, pkt, payload, REC_INFLIGHT};
+        rec = {msg, now, pkt, payload, PM::REC_INFLIGHT};
         pl.rr = static_cast<uint32_t>(
             (std::find(pl.paths.begin(), pl.paths.end(), static_cast<uint16_t>(slot)) -
              pl.paths.begin()) +
             1);
         ++m_counters.dataPacketsSent;
     }
-    uint32_t d = Dense(slot);
-    SPath& p = m_tx->bodies[d];
-    CcPath& c = m_tx->cc.paths[d];
-    AdvanceBase(slot);
-    h.path = static_cast<uint16_t>(slot);
-    h.epoch = m_tx->heads[slot].epoch;
-    h.psn = p.psnNext++;
-    // The receiver may forget PSNs below this: their data was acknowledged or resent.
-    h.ackBase = p.cumAck;
-    if (c.inflightBytes == 0 && p.recs.Empty())
-    {
-        p.lastProgressPs = now; // the timer counts from the first packet outstanding
-    }
-    p.recs.PushBack(std::move(rec));
-    c.inflightBytes += payload;
-    p.lastSendPs = now;
-    out = MakeFrame(h, payload, m_tx->heads[slot].entropy, true);
-    if (m_tx->cc.rateBps < m_tx->cc.lineRateBps)
+    m_tx->paths.RecordSend(slot, rec, now, h);
+    out = MakeFrame(h, payload, m_tx->paths.Head(slot).entropy, true);
+    if (m_tx->paths.Window().rateBps < m_tx->paths.Window().lineRateBps)
     {
         // Token bucket: a sender that paused (window closed) may catch up by PacingBurst
         // packets, so a fair share is not lost to momentary stalls.
-        int64_t gap = static_cast<int64_t>(out.wireBytes * 8e12 / m_tx->cc.rateBps);
+        int64_t gap = static_cast<int64_t>(out.wireBytes * 8e12 / m_tx->paths.Window().rateBps);
         m_tx->paceVirtPs =
             std::max(m_tx->paceVirtPs, now - static_cast<int64_t>(m_pacingBurst) * gap) + gap;
     }
-    ArmTimer(now + RtoPs(slot));
+    ArmTimer(now + m_tx->paths.RtoPs(slot));
     if (pl.avoided)
     {
         return PullResult::Sent;
     }
     bool more = HasData() && SelectPath(port, now) >= 0 && QpWindowOpen() &&
-                (m_tx->cc.rateBps >= m_tx->cc.lineRateBps || m_tx->paceVirtPs <= now);
+                (m_tx->paths.Window().rateBps >= m_tx->paths.Window().lineRateBps ||
+                 m_tx->paceVirtPs <= now);
     return more ? PullResult::More : PullResult::Sent;
 }
 
 // ---------------------------------------------------------------- timers and health
-
-int64_t
-MetaRoceQueuePair::RtoPs(uint32_t i) const
-{
-    const CcPath& c = Cc(i);
-    if (m_tx->heads[i].state == PATH_PROBING)
-    {
-        return m_probeInterval.GetPicoSeconds();
-    }
-    int64_t srtt = c.srttPs > 0 ? c.srttPs : m_tx->qpSrttPs;
-    if (srtt <= 0)
-    {
-        return m_initialRto.GetPicoSeconds();
-    }
-    int64_t var = c.srttPs > 0 ? Body(i).rttvarPs : srtt / 2;
-    return std::max(m_rtoMin.GetPicoSeconds(), srtt + 4 * var);
-}
 
 void
 MetaRoceQueuePair::ArmTimer(int64_t at)
@@ -824,14 +561,7 @@ MetaRoceQueuePair::ArmTimer(int64_t at)
 void
 MetaRoceQueuePair::ArmTimerForDeadlines()
 {
-    int64_t next = std::numeric_limits<int64_t>::max();
-    for (uint32_t i = 0; i < m_tx->heads.size(); ++i)
-    {
-        if (m_tx->heads[i].state != PATH_RETIRED && Cc(i).inflightBytes > 0)
-        {
-            next = std::min(next, Body(i).lastProgressPs + RtoPs(i));
-        }
-    }
+    int64_t next = m_tx->paths.NextDeadline();
     if (next != std::numeric_limits<int64_t>::max())
     {
         ArmTimer(std::max(next, NowPs() + 1));
@@ -843,68 +573,8 @@ MetaRoceQueuePair::Housekeeping()
 {
     int64_t now = NowPs();
     m_tx->timerAtPs = -1;
-    int64_t next = std::numeric_limits<int64_t>::max();
     bool work = HasData() || !m_sendQueue.Empty();
-    uint32_t active = GetActivePaths();
-    for (uint32_t i = 0; i < m_tx->heads.size(); ++i)
-    {
-        // (p is not used after a call that may open paths: that may move it)
-        const uint8_t state = m_tx->heads[i].state;
-        const SPath& p = Body(i);
-        if (state == PATH_RETIRED)
-        {
-            continue;
-        }
-        bool outstanding =
-            Cc(i).inflightBytes > 0 || (state == PATH_PROBING && !p.recs.Empty() &&
-                                        p.recs.At(p.recs.Size() - 1).state == REC_INFLIGHT);
-        if (outstanding)
-        {
-            int64_t deadline = p.lastProgressPs + RtoPs(i);
-            if (now >= deadline)
-            {
-                PathTimeout(i, now);
-                if (m_tx->heads[i].state != PATH_RETIRED)
-                {
-                    next = std::min(next, now + RtoPs(i));
-                }
-            }
-            else
-            {
-                next = std::min(next, deadline);
-            }
-        }
-        else if (state == PATH_ACTIVE && active > m_minPaths)
-        {
-            int64_t idleAt = p.lastSendPs + m_idleTimeout.GetPicoSeconds();
-            if (now >= idleAt)
-            {
-                RetirePath(i);
-                --active;
-                ++m_tx->pc.pathsClosedIdle;
-            }
-            else if (work)
-            {
-                next = std::min(next, idleAt);
-            }
-        }
-        else if (state == PATH_PROBING && work)
-        {
-            if (now >= p.nextProbePs)
-            {
-                Wake(m_tx->heads[i].plane);
-                next = std::min(next, now + m_probeInterval.GetPicoSeconds());
-            }
-            else
-            {
-                next = std::min(next, p.nextProbePs);
-            }
-        }
-        else if (state == PATH_DRAINING)
-        {
-            RetirePath(i);
-        }
-    }
+    int64_t next = m_tx->paths.Housekeeping(now, work);
     if (m_releaseWanted && SenderIdle())
     {
         // Its connection retired while resent copies were in flight; they are answered now.
@@ -918,217 +588,23 @@ MetaRoceQueuePair::Housekeeping()
 }
 
 void
-MetaRoceQueuePair::PathTimeout(uint32_t i, int64_t now)
+MetaRoceQueuePair::PathTimedOut(uint32_t dense, bool probing)
 {
-    uint32_t d = Dense(i);
-    SPath& p = m_tx->bodies[d];
     ++m_counters.timeouts;
-    MoveInflightToRetx(i);
-    p.lastProgressPs = now;
-    if (m_tx->heads[i].state == PATH_PROBING)
+    if (!probing)
     {
-        return; // the plane is still silent: probe again at the next interval
+        m_tx->ccOps->OnTimeout(m_tx->paths.Window(), dense);
     }
-    m_tx->ccOps->OnTimeout(m_tx->cc, d);
-    ++p.consecutiveTimeouts;
-    if (p.consecutiveTimeouts >= m_pathFailTimeouts)
-    {
-        uint32_t plane = m_tx->heads[i].plane;
-        Plane& pl = m_tx->planes[plane];
-        ++pl.retiredInRow;
-        RetirePath(i);
-        if (pl.retiredInRow >= m_planeFailPaths && !pl.avoided)
-        {
-            AvoidPlane(plane, now);
-        }
-        else
-        {
-            OpenPath(plane); // new entropy: maybe a working route in the same plane
-        }
-    }
-    WakeAll();
-}
-
-uint32_t
-MetaRoceQueuePair::LeavePlane(uint32_t plane, int64_t now)
-{
-    ++m_tx->pc.planeFailovers;
-    m_tx->pc.lastPlaneAvoidedPs = now;
-    if (m_tx->pc.firstPlaneAvoidedPs < 0)
-    {
-        m_tx->pc.firstPlaneAvoidedPs = now;
-    }
-    m_planeTrace(plane, false);
-    Plane& pl = m_tx->planes[plane];
-    uint32_t lost = pl.owed; // paths owed here open on the other planes instead
-    pl.owed = 0;
-    OpenOwedPaths();
-    for (uint16_t i : std::vector<uint16_t>(pl.paths.begin(), pl.paths.end()))
-    {
-        lost += m_tx->heads[i].state == PATH_ACTIVE ? 1 : 0;
-        RetirePath(i);
-    }
-    return lost;
-}
-
-void
-MetaRoceQueuePair::AvoidPlane(uint32_t plane, int64_t now)
-{
-    Plane& pl = m_tx->planes[plane];
-    pl.avoided = true;
-    uint32_t lost = LeavePlane(plane, now);
-    // Keep the connection's path count: replacements go to the usable planes.
-    bool any = false;
-    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
-    {
-        any = any || PlaneUsable(p);
-    }
-    for (uint32_t k = 0; k < std::max(lost, 1u) && any; ++k)
-    {
-        OpenPath(LeastPopulatedPlane());
-    }
-    if (pl.linkUp)
-    {
-        uint32_t probe = OpenPath(plane, PATH_PROBING);
-        m_tx->bodies[Dense(probe)].nextProbePs = now + m_probeInterval.GetPicoSeconds();
-        ArmTimer(now + m_probeInterval.GetPicoSeconds());
-    }
-    WakeAll();
-}
-
-void
-MetaRoceQueuePair::PlaneUsable(uint32_t plane, int64_t now)
-{
-    Plane& pl = m_tx->planes[plane];
-    pl.avoided = false;
-    pl.retiredInRow = 0;
-    ++m_tx->pc.planeRecoveries;
-    m_tx->pc.lastPlaneRecoveredPs = now;
-    m_planeTrace(plane, true);
-    for (uint16_t i : pl.paths)
-    {
-        if (m_tx->heads[i].state == PATH_PROBING)
-        {
-            m_tx->heads[i].state = PATH_ACTIVE;
-            m_tx->cc.paths[Dense(i)].cwndBytes = static_cast<double>(m_initialWindow) * m_mtu;
-        }
-    }
-    Rebalance();
-    WakeAll();
-}
-
-void
-MetaRoceQueuePair::Rebalance()
-{
-    // Even spread over the usable planes: open paths on planes below the mean and let the
-    // surplus of the others drain (no data is cut off in flight).
-    OpenOwedPaths();
-    uint32_t usable = 0;
-    uint32_t total = 0;
-    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
-    {
-        if (PlaneUsable(p))
-        {
-            ++usable;
-            total += GetActivePathsOnPlane(p);
-        }
-    }
-    if (usable == 0)
-    {
-        return;
-    }
-    total = std::max(total, m_minPaths);
-    uint32_t floorShare = total / usable;
-    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
-    {
-        while (PlaneUsable(p) && GetActivePathsOnPlane(p) < floorShare)
-        {
-            OpenPath(p);
-        }
-    }
-    for (uint32_t p = 0; p < m_tx->planes.size(); ++p)
-    {
-        uint32_t have = GetActivePathsOnPlane(p);
-        for (uint16_t i : m_tx->planes[p].paths)
-        {
-            if (have <= floorShare + 1 || GetActivePaths() <= total)
-            {
-                break;
-            }
-            if (m_tx->heads[i].state == PATH_ACTIVE)
-            {
-                m_tx->heads[i].state = PATH_DRAINING;
-                --have;
-            }
-        }
-    }
-    ArmTimer(NowPs() + m_rtoMin.GetPicoSeconds());
 }
 
 void
 MetaRoceQueuePair::NotifyPortState(uint32_t port, bool up)
 {
-    if (m_tx == nullptr || port >= m_tx->planes.size())
+    if (m_tx == nullptr || port >= m_tx->paths.NPlanes())
     {
         return;
     }
-    int64_t now = NowPs();
-    Plane& pl = m_tx->planes[port];
-    if (!up)
-    {
-        // The NIC sees its own link fail: no need to wait for timeouts.
-        pl.linkUp = false;
-        uint32_t lost = LeavePlane(port, now);
-        for (uint32_t k = 0; k < lost; ++k)
-        {
-            OpenPath(LeastPopulatedPlane());
-        }
-        WakeAll();
-    }
-    else
-    {
-        pl.linkUp = true;
-        PlaneUsable(port, now);
-    }
-}
-
-void
-MetaRoceQueuePair::MaybeGrow(int64_t now)
-{
-    if (!m_growPaths || !m_tx->windowLimited)
-    {
-        return;
-    }
-    uint32_t active = GetActivePaths();
-    if (active >= m_maxPaths || now - m_tx->lastGrowPs < m_tx->qpSrttPs)
-    {
-        return;
-    }
-    if (m_tx->lastEcnPs >= 0 && now - m_tx->lastEcnPs < m_tx->qpSrttPs)
-    {
-        return; // the network pushes back: more paths would only add aggression
-    }
-    double cap = static_cast<double>(m_pathWindowCap) * m_mtu;
-    for (uint32_t i = 0; i < m_tx->heads.size(); ++i)
-    {
-        if (m_tx->heads[i].state == PATH_ACTIVE && Cc(i).cwndBytes < 0.9 * cap)
-        {
-            return; // some path can still grow its own window
-        }
-    }
-    // Every window is at its cap: open as many paths as the bandwidth-delay product of the
-    // QP's rate needs (QWND / per-path cap), within MaxPaths.
-    double bdp = m_tx->cc.rateBps / 8e12 * static_cast<double>(m_tx->qpMinRttPs); // base RTT
-    uint32_t target = static_cast<uint32_t>(std::ceil(bdp / cap));
-    target = std::min(target, m_maxPaths);
-    OpenOwedPaths();
-    for (uint32_t k = active; k < target; ++k)
-    {
-        OpenPath(LeastPopulatedPlane());
-        ++m_tx->pc.pathsGrown;
-    }
-    m_tx->lastGrowPs = now;
-    m_tx->windowLimited = false;
+    m_tx->paths.PortState(port, up, NowPs());
 }
 
 // ---------------------------------------------------------------- receiving
@@ -1170,7 +646,7 @@ MetaRoceQueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
         else
         {
             PrefetchPlacement();
-            __builtin_prefetch(&m_rx);
+            __builtin_prefetch(&m_receiver);
         }
         return;
     }
@@ -1184,28 +660,20 @@ MetaRoceQueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
         {
             PrefetchRange(m_tx.get(), sizeof(Sender));
         }
-        else if (h.path < m_tx->heads.size())
+        else if (h.path < m_tx->paths.NSlots())
         {
             // The path's head, and the first path state (most connections have one or two).
-            __builtin_prefetch(&m_tx->heads[h.path]);
-            PrefetchRange(m_tx->bodies.data(), sizeof(SPath));
-            __builtin_prefetch(m_tx->cc.paths.data());
+            __builtin_prefetch(&m_tx->paths.Head(h.path));
+            PrefetchRange(m_tx->paths.Bodies().data(), sizeof(SPath));
+            __builtin_prefetch(m_tx->paths.Window().paths.data());
         }
         return;
     }
     if (stage == 1)
     {
-        if (h.path < m_rxSlot.size())
-        {
-            __builtin_prefetch(&m_rxSlot[h.path]);
-        }
         __builtin_prefetch(PeekPointer(m_hint));
-        __builtin_prefetch(m_rx.data());
     }
-    else if (const RPath* r = RxPath(h.path))
-    {
-        PrefetchRange(r, sizeof(RPath));
-    }
+    m_receiver.Prefetch(h.path, stage);
 }
 
 void
@@ -1228,83 +696,22 @@ void
 MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHeaderData& h)
 {
     m_hint->OnData(this);
-    if (h.path >= m_rxSlot.size())
+    const MetaRoceReceiver::Arrival a =
+        m_receiver.OnData(port, frame.entropy, frame.ecn == ECN_CE, h, m_ackInterval);
+    if (a.ecnMarked)
     {
-        m_rxSlot.resize(h.path + 1u, 0);
-    }
-    if (m_rxSlot[h.path] == 0)
-    {
-        // Exact growth: most connections see a few paths, and there are millions of them.
-        m_rx.reserve(m_rx.size() + 1);
-        m_rx.emplace_back();
-        m_rxSlot[h.path] = static_cast<uint16_t>(m_rx.size());
-    }
-    RPath& r = m_rx[m_rxSlot[h.path] - 1];
-    if (!r.init || static_cast<int8_t>(h.epoch - r.epoch) > 0)
-    {
-        r = RPath();
-        r.init = true;
-        r.epoch = h.epoch;
-    }
-    bool current = r.epoch == h.epoch;
-    bool gap = false;
-    if (current)
-    {
-        r.port = static_cast<uint8_t>(port);
-        r.entropy = frame.entropy;
-        r.lastTsPs = h.timestampPs;
-        if (frame.ecn == ECN_CE)
-        {
-            r.ecn = true;
-            ++m_counters.ecnMarkedReceived;
-        }
-        if (h.ackBase > r.cum)
-        {
-            // The sender gave up on PSNs below ackBase (lost, resent elsewhere): slide past.
-            uint32_t d = h.ackBase - r.cum;
-            bool baseReceived = d - 1 < kSackBits && r.above.Test(d - 1);
-            r.above.ShiftRight(d);
-            r.cum = h.ackBase;
-            if (baseReceived)
-            {
-                bool next;
-                do
-                {
-                    next = r.above.Test(0);
-                    r.above.ShiftRight1();
-                    ++r.cum;
-                } while (next);
-            }
-        }
-        uint32_t x = h.psn;
-        if (x == r.cum)
-        {
-            bool next;
-            do
-            {
-                next = r.above.Test(0);
-                r.above.ShiftRight1();
-                ++r.cum;
-            } while (next);
-        }
-        else if (x > r.cum && x - r.cum - 1 < kSackBits)
-        {
-            r.above.Set(x - r.cum - 1);
-            gap = true; // a hole below x: the sender must hear of it now
-        }
-        ++r.unacked;
+        ++m_counters.ecnMarkedReceived;
     }
     uint32_t payload = PayloadOf(frame, h);
     if ((h.flags & RdmaHeader::kFlagProbe) == 0)
     {
         Place(h, payload, true);
     }
-    if (!current)
+    if (!a.current)
     {
         return; // an older epoch's packet: placed if new, its path state is gone
     }
-    r.probe = (h.flags & RdmaHeader::kFlagProbe) != 0;
-    if (r.unacked >= m_ackInterval || gap || r.probe)
+    if (a.ackNow)
     {
         SendPathAck(h.path);
     }
@@ -1317,40 +724,24 @@ MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHead
 void
 MetaRoceQueuePair::FlushAcks()
 {
-    for (uint32_t i = 0; i < m_rxSlot.size(); ++i)
-    {
-        const RPath* r = RxPath(i);
-        if (r != nullptr && r->init && r->unacked > 0)
-        {
-            SendPathAck(i);
-        }
-    }
+    m_receiver.ForEachUnacked([this](uint32_t i) { SendPathAck(i); });
 }
 
 void
 MetaRoceQueuePair::SendPathAck(uint32_t pathId)
 {
-    RPath& r = *RxPath(pathId);
     RdmaHeaderData a;
-    a.opcode = RdmaOpcode::PathAck;
-    a.destQpn = m_remoteQpn;
-    a.psn = r.cum;
-    a.path = static_cast<uint16_t>(pathId);
-    a.epoch = r.epoch;
-    a.sack = r.above.w;
-    a.timestampPs = r.lastTsPs;
-    a.flags = (r.ecn ? RdmaHeader::kFlagEcnEcho : 0) | (r.probe ? RdmaHeader::kFlagProbe : 0);
-    a.rateHintMbps = static_cast<uint32_t>(std::min(m_hint->HintBps() / 1e6, 4.0e9));
-    r.ecn = false;
-    r.unacked = 0;
+    uint8_t port = 0;
+    uint16_t entropy = 0;
+    m_receiver.MakeAck(pathId, m_remoteQpn, m_hint->HintBps(), a, port, entropy);
     ++m_counters.acksSent;
-    m_nic->SendControl(r.port, MakeFrame(a, 0, r.entropy, false));
+    m_nic->SendControl(port, MakeFrame(a, 0, entropy, false));
 }
 
 uint64_t
 MetaRoceQueuePair::AckChunk(const TxRecord& r)
 {
-    if (r.msg == kProbe)
+    if (r.msg == PM::kProbe)
     {
         return 0;
     }
@@ -1373,15 +764,15 @@ MetaRoceQueuePair::AckChunk(const TxRecord& r)
 void
 MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeaderData& h)
 {
-    if (h.path >= m_tx->heads.size())
+    if (h.path >= m_tx->paths.NSlots())
     {
-        ++m_tx->pc.staleAcks;
+        ++m_tx->paths.Counters().staleAcks;
         return;
     }
-    const PathHead& hd = m_tx->heads[h.path];
-    if (hd.state == PATH_RETIRED || hd.epoch != h.epoch || h.psn > Body(h.path).psnNext)
+    const PathHead& hd = m_tx->paths.Head(h.path);
+    if (hd.state == PATH_RETIRED || hd.epoch != h.epoch || h.psn > m_tx->paths.Body(h.path).psnNext)
     {
-        ++m_tx->pc.staleAcks; // an ACK of a path that was retired or renumbered since
+        ++m_tx->paths.Counters().staleAcks; // an ACK of a path that was retired or renumbered since
         return;
     }
     const uint32_t plane = hd.plane;
@@ -1389,92 +780,23 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeaderData& h)
     // The path's state by index, afresh at each use: acknowledging a message may post the
     // next one, and the NIC may pull it at once and give another path its own state (which
     // can move this one). A TxRecord& stays valid: the ring's storage does not move.
-    const uint32_t d = Dense(h.path);
-    auto P = [this, d]() -> SPath& { return m_tx->bodies[d]; };
-    auto C = [this, d]() -> CcPath& { return m_tx->cc.paths[d]; };
-    uint64_t acked = 0;
-    bool probeAcked = false;
-    // Acknowledging may post and pull (see P above), which may grow this path's record ring
-    // or pop its front: a record is marked by its PSN after AckChunk, not through a reference.
-    auto take = [&](TxRecord r, uint32_t psn, bool inRing)
-    {
-        if (r.state == REC_INFLIGHT)
-        {
-            C().inflightBytes -= r.payload;
-        }
-        if (r.state != REC_ACKED)
-        {
-            probeAcked = probeAcked || r.msg == kProbe;
-            acked += AckChunk(r);
-            if (inRing && psn >= P().cumAck)
-            {
-                P().recs.At(psn - P().cumAck).state = REC_ACKED;
-            }
-        }
-    };
-    // Everything below the cumulative PSN arrived.
-    while (P().cumAck < h.psn)
-    {
-        TxRecord r = P().recs.PopFront();
-        ++P().cumAck;
-        take(r, 0, false);
-    }
-    AdvanceBase(h.path);
-    // SACKed packets above it; any hole below the highest one is a loss.
-    int64_t highest = -1;
-    for (uint32_t word = 0; word < 4; ++word)
-    {
-        // Only the set bits: most ACKs carry none (in-order arrival).
-        for (uint64_t bits = h.sack[word]; bits != 0; bits &= bits - 1)
-        {
-            uint32_t psn = h.psn + 1 + word * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
-            if (psn >= P().psnNext)
-            {
-                break;
-            }
-            if (psn >= P().cumAck)
-            {
-                take(P().recs.At(psn - P().cumAck), psn, true);
-            }
-            highest = psn;
-        }
-    }
-    uint32_t lost = 0;
-    for (int64_t psn = std::max(h.psn, P().cumAck); psn < highest; ++psn)
-    {
-        TxRecord& r = P().recs.At(static_cast<uint32_t>(psn - P().cumAck));
-        if (r.state == REC_INFLIGHT)
-        {
-            r.state = REC_LOST;
-            C().inflightBytes -= r.payload;
-            if (r.msg != kProbe)
-            {
-                m_tx->retx.PushBack({r.msg, r.pkt});
-            }
-            ++lost;
-        }
-    }
-    AdvanceBase(h.path);
-    // RTT from the echoed timestamp (RFC 6298 smoothing).
+    const uint32_t d = m_tx->paths.Dense(h.path);
+    auto P = [this, d]() -> SPath& { return m_tx->paths.BodyAt(d); };
+    const MetaRocePathManager::AckScan scan = m_tx->paths.ScanAck(
+        h.path, h.psn, h.sack, [this](const TxRecord& r) { return AckChunk(r); },
+        [this](uint64_t msg, uint32_t pkt) {
+            m_tx->retx.PushBack({msg, pkt});
+        });
+    const uint64_t acked = scan.ackedBytes;
+    const uint32_t lost = scan.lost;
+    const bool probeAcked = scan.probeAcked;
+    // RTT from the echoed timestamp.
     // (not from a probe: an empty packet's RTT is shorter than a data packet's)
     int64_t rtt =
         h.timestampPs > 0 && (h.flags & RdmaHeader::kFlagProbe) == 0 ? now - h.timestampPs : -1;
     if (rtt > 0)
     {
-        if (C().srttPs == 0)
-        {
-            C().srttPs = rtt;
-            P().rttvarPs = rtt / 2;
-        }
-        else
-        {
-            P().rttvarPs = (3 * P().rttvarPs + std::abs(C().srttPs - rtt)) / 4;
-            C().srttPs = (7 * C().srttPs + rtt) / 8;
-        }
-        C().minRttPs = C().minRttPs == 0 ? rtt : std::min(C().minRttPs, rtt);
-        const bool firstSample = m_tx->qpSrttPs == 0;
-        m_tx->qpSrttPs = firstSample ? rtt : (7 * m_tx->qpSrttPs + rtt) / 8;
-        m_tx->qpMinRttPs = m_tx->qpMinRttPs == 0 ? rtt : std::min(m_tx->qpMinRttPs, rtt);
+        const bool firstSample = m_tx->paths.OnRttSample(d, rtt);
         if (firstSample)
         {
             // Everything sent so far armed the timer with InitialRto: a first window lost
@@ -1484,36 +806,36 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeaderData& h)
     }
     P().consecutiveTimeouts = 0;
     P().lastProgressPs = now;
-    Plane& pl = m_tx->planes[plane];
+    Plane& pl = m_tx->paths.PlaneAt(plane);
     pl.retiredInRow = 0;
     bool ecn = (h.flags & RdmaHeader::kFlagEcnEcho) != 0;
     if (ecn)
     {
-        m_tx->lastEcnPs = now;
+        m_tx->paths.NoteEcn(now);
     }
     if (probeAcked && pl.avoided)
     {
-        PlaneUsable(plane, now);
+        m_tx->paths.PlaneUsable(plane, now);
     }
     // The congestion control indexes cc.paths: it gets the path's dense index.
-    if (m_tx->heads[h.path].state == PATH_ACTIVE)
+    if (m_tx->paths.Head(h.path).state == PATH_ACTIVE)
     {
-        m_tx->ccOps->OnAck(m_tx->cc, d, acked, rtt, ecn);
+        m_tx->ccOps->OnAck(m_tx->paths.Window(), d, acked, rtt, ecn);
         if (lost > 0)
         {
-            m_tx->pc.lossesDetected += lost;
-            m_tx->ccOps->OnLoss(m_tx->cc, d, lost);
+            m_tx->paths.Counters().lossesDetected += lost;
+            m_tx->ccOps->OnLoss(m_tx->paths.Window(), d, lost);
         }
     }
     if (h.rateHintMbps != 0)
     {
-        m_tx->ccOps->OnRateHint(m_tx->cc, h.rateHintMbps * 1e6);
+        m_tx->ccOps->OnRateHint(m_tx->paths.Window(), h.rateHintMbps * 1e6);
     }
-    if (m_tx->heads[h.path].state == PATH_DRAINING && m_tx->cc.paths[d].inflightBytes == 0)
+    if (m_tx->paths.Head(h.path).state == PATH_DRAINING && m_tx->paths.CcAt(d).inflightBytes == 0)
     {
-        RetirePath(h.path);
+        m_tx->paths.RetirePath(h.path);
     }
-    MaybeGrow(now);
+    m_tx->paths.MaybeGrow(now);
     if (m_sendQueue.Empty())
     {
         ReleaseIdle();
@@ -1533,7 +855,7 @@ MetaRoceQueuePair::ReleaseState()
 {
     // Probes are counted with the sender state, which goes below: remember them.
     m_sentCopies = m_sentCopies || m_counters.retransmittedPackets > 0 ||
-                   (m_tx != nullptr && m_tx->pc.probesSent > 0);
+                   (m_tx != nullptr && m_tx->paths.Counters().probesSent > 0);
     if (m_tx != nullptr)
     {
         if (!SenderIdle())
@@ -1548,8 +870,7 @@ MetaRoceQueuePair::ReleaseState()
     }
     if (!IsPending(m_ackFlush))
     {
-        std::vector<RPath>().swap(m_rx);
-        std::vector<uint16_t>().swap(m_rxSlot);
+        m_receiver.Release();
     }
     return !HasReleasableState() && !IsPending(m_ackFlush) && m_sendQueue.Empty() &&
            GetPendingReceives() == 0 && !m_sentCopies;
@@ -1559,7 +880,7 @@ bool
 MetaRoceQueuePair::SenderIdle() const
 {
     bool idle = m_sendQueue.Empty() && m_tx->retx.Empty();
-    for (const CcPath& c : m_tx->cc.paths)
+    for (const CcPath& c : m_tx->paths.Window().paths)
     {
         idle = idle && c.inflightBytes == 0;
     }
@@ -1576,7 +897,7 @@ MetaRoceQueuePair::ReleaseIdle()
     {
         m_tx->retx.Release();
     }
-    for (SPath& p : m_tx->bodies)
+    for (SPath& p : m_tx->paths.Bodies())
     {
         if (p.recs.Empty())
         {

@@ -1,0 +1,556 @@
+#include "metaroce-path-manager.h"
+
+#include "model/core/fast-simulator-impl.h"
+
+#include "ns3/log.h"
+
+#include <cmath>
+#include <limits>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_LOG_COMPONENT_DEFINE("MetaRocePathManager");
+
+void
+MetaRocePathManager::Start(const Config& cfg, Owner* owner, uint64_t seed,
+                           const std::vector<bool>& linkUp)
+{
+    m_cfg = cfg;
+    m_owner = owner;
+    m_rng.Seed(seed);
+    m_planes.resize(linkUp.size());
+    for (uint32_t p = 0; p < linkUp.size(); ++p)
+    {
+        m_planes[p].linkUp = linkUp[p];
+    }
+}
+
+void
+MetaRocePathManager::OpenInitialPaths()
+{
+    // Exact-size path table: a QP that never grows keeps no spare capacity (millions of
+    // QPs). The paths opened here share one initial state (m_virginBody, m_virginCc) until
+    // their first use.
+    FreshPath(m_virginBody, m_virginCc, PATH_ACTIVE);
+    if (!m_cfg.openOnFirstUse)
+    {
+        m_heads.reserve(std::min(m_cfg.minPaths, m_cfg.maxPaths));
+    }
+    for (uint32_t i = 0; i < m_cfg.minPaths && i < m_cfg.maxPaths; ++i)
+    {
+        if (m_cfg.openOnFirstUse)
+        {
+            ++m_planes[LeastPopulatedPlane()].owed; // opened by the plane's first pull
+        }
+        else
+        {
+            OpenPath(LeastPopulatedPlane(), PATH_ACTIVE, true, true);
+        }
+    }
+}
+
+void
+MetaRocePathManager::OpenOwed(uint32_t plane, bool wake)
+{
+    Plane& pl = m_planes[plane];
+    m_heads.reserve(m_heads.size() + pl.owed); // exact-size tables
+    m_bodies.reserve(m_bodies.size() + pl.owed);
+    m_cc.paths.reserve(m_cc.paths.size() + pl.owed);
+    while (pl.owed > 0)
+    {
+        --pl.owed; // first: a wake may pull this plane at once
+        OpenPath(plane, PATH_ACTIVE, wake);
+    }
+}
+
+void
+MetaRocePathManager::OpenOwedPaths()
+{
+    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    {
+        OpenOwed(p, true);
+    }
+}
+
+bool
+MetaRocePathManager::PlaneUsable(uint32_t plane) const
+{
+    return m_planes[plane].linkUp && !m_planes[plane].avoided;
+}
+
+uint32_t
+MetaRocePathManager::LeastPopulatedPlane() const
+{
+    uint32_t best = 0;
+    uint32_t bestCount = std::numeric_limits<uint32_t>::max();
+    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    {
+        if (!PlaneUsable(p))
+        {
+            continue;
+        }
+        uint32_t n = m_planes[p].owed;
+        for (uint16_t i : m_planes[p].paths)
+        {
+            n += m_heads[i].state == PATH_ACTIVE ? 1 : 0;
+        }
+        if (n < bestCount)
+        {
+            best = p;
+            bestCount = n;
+        }
+    }
+    return best;
+}
+
+uint32_t
+MetaRocePathManager::OpenPath(uint32_t plane, PathState state, bool wake, bool virgin)
+{
+    uint32_t slot = static_cast<uint32_t>(m_heads.size());
+    for (uint32_t i = 0; i < m_heads.size(); ++i)
+    {
+        if (m_heads[i].state == PATH_RETIRED)
+        {
+            slot = i;
+            break;
+        }
+    }
+    if (slot == m_heads.size())
+    {
+        m_heads.emplace_back();
+    }
+    PathHead& hd = m_heads[slot];
+    hd.epoch = static_cast<uint8_t>(hd.epoch + 1);
+    hd.plane = static_cast<uint8_t>(plane);
+    hd.state = state;
+    // A fresh UDP source port: a new ECMP route, with its own PSN space from 0.
+    hd.entropy = static_cast<uint16_t>(49152 + m_rng.Next() % 16384);
+    if (virgin)
+    {
+        NS_ASSERT(hd.body == 0 && state == PATH_ACTIVE);
+    }
+    else
+    {
+        uint32_t d = Dense(slot);
+        FreshPath(m_bodies[d], m_cc.paths[d], state);
+    }
+    m_planes[plane].paths.push_back(static_cast<uint16_t>(slot));
+    ++m_pc.pathsOpened;
+    if (wake)
+    {
+        m_owner->WakePlane(plane);
+    }
+    return slot;
+}
+
+void
+MetaRocePathManager::FreshPath(SPath& p, CcPath& c, PathState state) const
+{
+    p.recs.Release();
+    p = SPath();
+    int64_t now = NowPs();
+    p.lastSendPs = now;
+    p.lastProgressPs = now;
+    p.nextProbePs = now;
+    c = CcPath();
+    c.maxCwndBytes = static_cast<double>(m_cfg.pathWindowCap) * m_cfg.mtu;
+    c.cwndBytes =
+        std::min(c.maxCwndBytes,
+                 static_cast<double>(state == PATH_PROBING ? 1 : m_cfg.initialWindow) * m_cfg.mtu);
+}
+
+void
+MetaRocePathManager::Materialize(PathHead& hd)
+{
+    // First write: the path leaves the shared initial state. Exact growth (most
+    // connections touch one or two paths).
+    m_bodies.reserve(m_bodies.size() + 1);
+    m_cc.paths.reserve(m_cc.paths.size() + 1);
+    m_bodies.push_back(m_virginBody);
+    m_cc.paths.push_back(m_virginCc);
+    hd.body = static_cast<uint16_t>(m_bodies.size());
+}
+
+void
+MetaRocePathManager::MoveInflightToRetx(uint32_t i)
+{
+    if (m_heads[i].body == 0)
+    {
+        return; // never sent anything
+    }
+    SPath& p = m_bodies[m_heads[i].body - 1];
+    for (uint32_t k = 0; k < p.recs.Size(); ++k)
+    {
+        TxRecord& r = p.recs.At(k);
+        if (r.state == REC_INFLIGHT)
+        {
+            r.state = REC_LOST;
+            if (r.msg != kProbe)
+            {
+                m_owner->Resend(r.msg, r.pkt);
+            }
+        }
+    }
+    m_cc.paths[m_heads[i].body - 1].inflightBytes = 0;
+}
+
+void
+MetaRocePathManager::RetirePath(uint32_t i)
+{
+    PathHead& hd = m_heads[i];
+    if (hd.state == PATH_RETIRED)
+    {
+        return;
+    }
+    MoveInflightToRetx(i);
+    if (hd.body != 0)
+    {
+        m_bodies[hd.body - 1].recs.Release();
+    }
+    hd.state = PATH_RETIRED;
+    auto& list = m_planes[hd.plane].paths;
+    list.erase(std::remove(list.begin(), list.end(), static_cast<uint16_t>(i)), list.end());
+    ++m_pc.pathsRetired;
+}
+
+int32_t
+MetaRocePathManager::ProbeDue(uint32_t plane, int64_t now)
+{
+    int32_t probe = -1;
+    for (uint16_t i : m_planes[plane].paths)
+    {
+        if (m_heads[i].state != PATH_PROBING)
+        {
+            continue;
+        }
+        AdvanceBase(i); // a probe that timed out is resolved: another may go
+        if (Body(i).recs.Empty() && now >= Body(i).nextProbePs)
+        {
+            probe = i;
+        }
+    }
+    return probe;
+}
+
+uint32_t
+MetaRocePathManager::GetActivePaths() const
+{
+    uint32_t n = 0;
+    for (const auto& p : m_heads)
+    {
+        n += p.state == PATH_ACTIVE ? 1 : 0;
+    }
+    return n;
+}
+
+uint32_t
+MetaRocePathManager::GetActivePathsOnPlane(uint32_t plane) const
+{
+    uint32_t n = 0;
+    if (plane < m_planes.size())
+    {
+        for (uint16_t i : m_planes[plane].paths)
+        {
+            n += m_heads[i].state == PATH_ACTIVE ? 1 : 0;
+        }
+    }
+    return n;
+}
+
+// ---------------------------------------------------------------- timers and health
+
+int64_t
+MetaRocePathManager::NextDeadline() const
+{
+    int64_t next = std::numeric_limits<int64_t>::max();
+    for (uint32_t i = 0; i < m_heads.size(); ++i)
+    {
+        if (m_heads[i].state != PATH_RETIRED && Cc(i).inflightBytes > 0)
+        {
+            next = std::min(next, Body(i).lastProgressPs + RtoPs(i));
+        }
+    }
+    return next;
+}
+
+int64_t
+MetaRocePathManager::Housekeeping(int64_t now, bool work)
+{
+    int64_t next = std::numeric_limits<int64_t>::max();
+    uint32_t active = GetActivePaths();
+    for (uint32_t i = 0; i < m_heads.size(); ++i)
+    {
+        // (p is not used after a call that may open paths: that may move it)
+        const uint8_t state = m_heads[i].state;
+        const SPath& p = Body(i);
+        if (state == PATH_RETIRED)
+        {
+            continue;
+        }
+        bool outstanding =
+            Cc(i).inflightBytes > 0 || (state == PATH_PROBING && !p.recs.Empty() &&
+                                        p.recs.At(p.recs.Size() - 1).state == REC_INFLIGHT);
+        if (outstanding)
+        {
+            int64_t deadline = p.lastProgressPs + RtoPs(i);
+            if (now >= deadline)
+            {
+                PathTimeout(i, now);
+                if (m_heads[i].state != PATH_RETIRED)
+                {
+                    next = std::min(next, now + RtoPs(i));
+                }
+            }
+            else
+            {
+                next = std::min(next, deadline);
+            }
+        }
+        else if (state == PATH_ACTIVE && active > m_cfg.minPaths)
+        {
+            int64_t idleAt = p.lastSendPs + m_cfg.idleTimeoutPs;
+            if (now >= idleAt)
+            {
+                RetirePath(i);
+                --active;
+                ++m_pc.pathsClosedIdle;
+            }
+            else if (work)
+            {
+                next = std::min(next, idleAt);
+            }
+        }
+        else if (state == PATH_PROBING && work)
+        {
+            if (now >= p.nextProbePs)
+            {
+                m_owner->WakePlane(m_heads[i].plane);
+                next = std::min(next, now + m_cfg.probeIntervalPs);
+            }
+            else
+            {
+                next = std::min(next, p.nextProbePs);
+            }
+        }
+        else if (state == PATH_DRAINING)
+        {
+            RetirePath(i);
+        }
+    }
+    return next;
+}
+
+void
+MetaRocePathManager::PathTimeout(uint32_t i, int64_t now)
+{
+    uint32_t d = Dense(i);
+    SPath& p = m_bodies[d];
+    const bool probing = m_heads[i].state == PATH_PROBING;
+    MoveInflightToRetx(i);
+    p.lastProgressPs = now;
+    m_owner->PathTimedOut(d, probing);
+    if (probing)
+    {
+        return; // the plane is still silent: probe again at the next interval
+    }
+    ++p.consecutiveTimeouts;
+    if (p.consecutiveTimeouts >= m_cfg.pathFailTimeouts)
+    {
+        uint32_t plane = m_heads[i].plane;
+        Plane& pl = m_planes[plane];
+        ++pl.retiredInRow;
+        RetirePath(i);
+        if (pl.retiredInRow >= m_cfg.planeFailPaths && !pl.avoided)
+        {
+            AvoidPlane(plane, now);
+        }
+        else
+        {
+            OpenPath(plane); // new entropy: maybe a working route in the same plane
+        }
+    }
+    m_owner->WakeAllPlanes();
+}
+
+uint32_t
+MetaRocePathManager::LeavePlane(uint32_t plane, int64_t now)
+{
+    ++m_pc.planeFailovers;
+    m_pc.lastPlaneAvoidedPs = now;
+    if (m_pc.firstPlaneAvoidedPs < 0)
+    {
+        m_pc.firstPlaneAvoidedPs = now;
+    }
+    m_owner->PlaneStateChanged(plane, false);
+    Plane& pl = m_planes[plane];
+    uint32_t lost = pl.owed; // paths owed here open on the other planes instead
+    pl.owed = 0;
+    OpenOwedPaths();
+    for (uint16_t i : std::vector<uint16_t>(pl.paths.begin(), pl.paths.end()))
+    {
+        lost += m_heads[i].state == PATH_ACTIVE ? 1 : 0;
+        RetirePath(i);
+    }
+    return lost;
+}
+
+void
+MetaRocePathManager::AvoidPlane(uint32_t plane, int64_t now)
+{
+    Plane& pl = m_planes[plane];
+    pl.avoided = true;
+    uint32_t lost = LeavePlane(plane, now);
+    // Keep the connection's path count: replacements go to the usable planes.
+    bool any = false;
+    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    {
+        any = any || PlaneUsable(p);
+    }
+    for (uint32_t k = 0; k < std::max(lost, 1u) && any; ++k)
+    {
+        OpenPath(LeastPopulatedPlane());
+    }
+    if (pl.linkUp)
+    {
+        uint32_t probe = OpenPath(plane, PATH_PROBING);
+        m_bodies[Dense(probe)].nextProbePs = now + m_cfg.probeIntervalPs;
+        m_owner->ArmTimerAt(now + m_cfg.probeIntervalPs);
+    }
+    m_owner->WakeAllPlanes();
+}
+
+void
+MetaRocePathManager::PlaneUsable(uint32_t plane, int64_t now)
+{
+    Plane& pl = m_planes[plane];
+    pl.avoided = false;
+    pl.retiredInRow = 0;
+    ++m_pc.planeRecoveries;
+    m_pc.lastPlaneRecoveredPs = now;
+    m_owner->PlaneStateChanged(plane, true);
+    for (uint16_t i : pl.paths)
+    {
+        if (m_heads[i].state == PATH_PROBING)
+        {
+            m_heads[i].state = PATH_ACTIVE;
+            m_cc.paths[Dense(i)].cwndBytes = static_cast<double>(m_cfg.initialWindow) * m_cfg.mtu;
+        }
+    }
+    Rebalance();
+    m_owner->WakeAllPlanes();
+}
+
+void
+MetaRocePathManager::Rebalance()
+{
+    // Even spread over the usable planes: open paths on planes below the mean and let the
+    // surplus of the others drain (no data is cut off in flight).
+    OpenOwedPaths();
+    uint32_t usable = 0;
+    uint32_t total = 0;
+    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    {
+        if (PlaneUsable(p))
+        {
+            ++usable;
+            total += GetActivePathsOnPlane(p);
+        }
+    }
+    if (usable == 0)
+    {
+        return;
+    }
+    total = std::max(total, m_cfg.minPaths);
+    uint32_t floorShare = total / usable;
+    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    {
+        while (PlaneUsable(p) && GetActivePathsOnPlane(p) < floorShare)
+        {
+            OpenPath(p);
+        }
+    }
+    for (uint32_t p = 0; p < m_planes.size(); ++p)
+    {
+        uint32_t have = GetActivePathsOnPlane(p);
+        for (uint16_t i : m_planes[p].paths)
+        {
+            if (have <= floorShare + 1 || GetActivePaths() <= total)
+            {
+                break;
+            }
+            if (m_heads[i].state == PATH_ACTIVE)
+            {
+                m_heads[i].state = PATH_DRAINING;
+                --have;
+            }
+        }
+    }
+    m_owner->ArmTimerAt(NowPs() + m_cfg.rtoMinPs);
+}
+
+void
+MetaRocePathManager::PortState(uint32_t plane, bool up, int64_t now)
+{
+    Plane& pl = m_planes[plane];
+    if (!up)
+    {
+        // The NIC sees its own link fail: no need to wait for timeouts.
+        pl.linkUp = false;
+        uint32_t lost = LeavePlane(plane, now);
+        for (uint32_t k = 0; k < lost; ++k)
+        {
+            OpenPath(LeastPopulatedPlane());
+        }
+        m_owner->WakeAllPlanes();
+    }
+    else
+    {
+        pl.linkUp = true;
+        PlaneUsable(plane, now);
+    }
+}
+
+void
+MetaRocePathManager::MaybeGrow(int64_t now)
+{
+    if (!m_cfg.growPaths || !m_windowLimited)
+    {
+        return;
+    }
+    uint32_t active = GetActivePaths();
+    if (active >= m_cfg.maxPaths || now - m_lastGrowPs < m_qpSrttPs)
+    {
+        return;
+    }
+    if (m_lastEcnPs >= 0 && now - m_lastEcnPs < m_qpSrttPs)
+    {
+        return; // the network pushes back: more paths would only add aggression
+    }
+    double cap = static_cast<double>(m_cfg.pathWindowCap) * m_cfg.mtu;
+    for (uint32_t i = 0; i < m_heads.size(); ++i)
+    {
+        if (m_heads[i].state == PATH_ACTIVE && Cc(i).cwndBytes < 0.9 * cap)
+        {
+            return; // some path can still grow its own window
+        }
+    }
+    // Every window is at its cap: open as many paths as the bandwidth-delay product of the
+    // QP's rate needs (QWND / per-path cap), within MaxPaths.
+    double bdp = m_cc.rateBps / 8e12 * static_cast<double>(m_qpMinRttPs); // base RTT
+    uint32_t target = static_cast<uint32_t>(std::ceil(bdp / cap));
+    target = std::min(target, m_cfg.maxPaths);
+    OpenOwedPaths();
+    for (uint32_t k = active; k < target; ++k)
+    {
+        OpenPath(LeastPopulatedPlane());
+        ++m_pc.pathsGrown;
+    }
+    m_lastGrowPs = now;
+    m_windowLimited = false;
+}
+
+} // namespace metaroce
+} // namespace ns3

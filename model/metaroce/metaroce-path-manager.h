@@ -1,0 +1,470 @@
+/*
+ * The paths of one MetaRoCE sender: their table, states, RTT estimates and windows, and the
+ * planes they run on.
+ *
+ *  - A path is (plane, entropy) with its own PSN space, window (PWND), RTT estimate and
+ *    in-flight records; the windows live in the congestion state (CcState) this class owns,
+ *    indexed like the path bodies.
+ *  - Per-path RTO; PathFailTimeouts consecutive timeouts retire a path and its data goes back
+ *    to the sender; a replacement gets new entropy (a new epoch: fresh PSN space). When
+ *    PlaneFailPaths paths of one plane are retired in a row the plane is avoided and probed
+ *    until it answers; a NIC port whose link is down is avoided at once.
+ *  - The path count grows while every path's window sits at PathWindowCap, the sender is
+ *    window-limited and no ECN was seen for an RTT (long RTTs), and idle paths above MinPaths
+ *    close.
+ * The sender (MetaRoceQueuePair) sprays over these paths; what a path change needs of it
+ * (wake a plane, resend data, arm its timer) goes through Owner. The constants are the QP's
+ * attributes.
+ */
+#ifndef METAROCE_METAROCE_PATH_MANAGER_H
+#define METAROCE_METAROCE_PATH_MANAGER_H
+
+#include "model/fabric/fabric-random.h"
+#include "model/fabric/ring.h"
+#include "model/transport/rdma-congestion-ops.h"
+#include "model/transport/rdma-header.h"
+
+#include <algorithm>
+#include <array>
+#include <boost/container/small_vector.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+class MetaRocePathManager
+{
+  public:
+    enum PathState : uint8_t
+    {
+        PATH_ACTIVE,
+        PATH_DRAINING, //!< takes no new data; retired once empty (rebalancing)
+        PATH_PROBING,  //!< one probe at a time on an avoided plane
+        PATH_RETIRED
+    };
+
+    enum RecState : uint8_t
+    {
+        REC_INFLIGHT,
+        REC_ACKED,
+        REC_LOST
+    };
+
+    static constexpr uint64_t kProbe = ~0ULL; //!< TxRecord::msg of a probe
+    static constexpr uint32_t kSackBits = 256;
+
+    struct TxRecord
+    {
+        uint64_t msg;
+        int64_t sentPs;
+        uint32_t pkt;
+        uint32_t payload;
+        uint8_t state;
+    };
+
+    //! A path's sequence and timing state. Materialized at the path's first use: the
+    //! connection's first paths open together with identical initial state, and a
+    //! connection that sends one packet touches one of its twelve (millions of them in a
+    //! 100k-rank all-to-all), so an untouched path is read from the shared virgin body.
+    struct SPath
+    {
+        Ring<TxRecord> recs; //!< recs.At(i) is path PSN cumAck + i
+        uint32_t psnNext{0};
+        uint32_t cumAck{0}; //!< lowest PSN still in flight (all below are acked or given up)
+        int64_t lastProgressPs{0};
+        int64_t lastSendPs{0};
+        int64_t rttvarPs{0};
+        int64_t nextProbePs{0};
+        uint16_t consecutiveTimeouts{0}; //!< up to PathFailTimeouts
+    };
+
+    //! What every path has from its opening: 8 bytes.
+    struct PathHead
+    {
+        uint16_t entropy{0};
+        uint16_t body{0}; //!< 1 + index in bodies and cc.paths; 0: untouched (virgin)
+        uint8_t epoch{0};
+        uint8_t plane{0};
+        uint8_t state{PATH_RETIRED};
+    };
+
+    struct Plane
+    {
+        bool linkUp{true};
+        bool avoided{false};
+        uint32_t retiredInRow{0};
+        uint16_t owed{0}; //!< paths of this plane's share not opened yet (OpenPathsOnFirstUse)
+        uint32_t rr{0};   //!< round-robin cursor
+        //! slots of the paths on this plane (any state but retired); a few fit inline, so
+        //! millions of QPs need no allocation per plane
+        boost::container::small_vector<uint16_t, 4> paths;
+    };
+
+    struct PathCounters
+    {
+        uint64_t pathsOpened{0};
+        uint64_t pathsRetired{0};
+        uint64_t pathsGrown{0};
+        uint64_t pathsClosedIdle{0};
+        uint64_t planeFailovers{0};
+        uint64_t planeRecoveries{0};
+        uint64_t probesSent{0};
+        uint64_t staleAcks{0};
+        uint64_t lossesDetected{0};
+        int64_t firstPlaneAvoidedPs{-1}; //!< first time a plane was avoided
+        int64_t lastPlaneAvoidedPs{-1};
+        int64_t lastPlaneRecoveredPs{-1};
+    };
+
+    //! The QP's attributes that govern paths (see MetaRoceQueuePair::GetTypeId).
+    struct Config
+    {
+        int64_t rtoMinPs{0};
+        int64_t initialRtoPs{0};
+        int64_t probeIntervalPs{0};
+        int64_t idleTimeoutPs{0};
+        uint32_t minPaths{0};
+        uint32_t maxPaths{0};
+        uint32_t initialWindow{0};
+        uint32_t pathWindowCap{0};
+        uint32_t pathFailTimeouts{0};
+        uint32_t planeFailPaths{0};
+        uint32_t mtu{0};
+        bool growPaths{false};
+        bool openOnFirstUse{false};
+    };
+
+    //! What path changes need of the sender. Called only when paths open, retire or time
+    //! out, never per packet.
+    class Owner
+    {
+      public:
+        virtual void WakePlane(uint32_t plane) = 0;
+        virtual void WakeAllPlanes() = 0;
+        /// A chunk left a path without an answer: send it again.
+        virtual void Resend(uint64_t msg, uint32_t pkt) = 0;
+        virtual void ArmTimerAt(int64_t atPs) = 0;
+        /// Path `dense` (index in cc.paths) timed out; probing: it was a probe path.
+        virtual void PathTimedOut(uint32_t dense, bool probing) = 0;
+        virtual void PlaneStateChanged(uint32_t plane, bool usable) = 0;
+
+      protected:
+        ~Owner() = default;
+    };
+
+    /// Sets the configuration, the planes (their links' state now) and the seed of the
+    /// entropies; the congestion state's line rate is the caller's to set.
+    void Start(const Config& cfg, Owner* owner, uint64_t seed, const std::vector<bool>& linkUp);
+    /// Opens the connection's first MinPaths paths (or owes them to their planes).
+    void OpenInitialPaths();
+
+    // ---- the path table (the sender's hot path reads these inline)
+    uint32_t NSlots() const { return static_cast<uint32_t>(m_heads.size()); }
+
+    PathHead& Head(uint32_t i) { return m_heads[i]; }
+
+    const PathHead& Head(uint32_t i) const { return m_heads[i]; }
+
+    //! A path's state for reading: an untouched path reads the shared initial state.
+    const SPath& Body(uint32_t i) const
+    {
+        uint16_t b = m_heads[i].body;
+        return b != 0 ? m_bodies[b - 1] : m_virginBody;
+    }
+
+    const CcPath& Cc(uint32_t i) const
+    {
+        uint16_t b = m_heads[i].body;
+        return b != 0 ? m_cc.paths[b - 1] : m_virginCc;
+    }
+
+    SPath& BodyAt(uint32_t d) { return m_bodies[d]; }
+
+    CcPath& CcAt(uint32_t d) { return m_cc.paths[d]; }
+
+    const std::vector<SPath>& Bodies() const { return m_bodies; }
+
+    std::vector<SPath>& Bodies() { return m_bodies; }
+
+    //! The index of path i's own state in the bodies and cc.paths, made at its first write.
+    //! It may move the other paths' state: take references after it.
+    uint32_t Dense(uint32_t i)
+    {
+        PathHead& hd = m_heads[i];
+        if (hd.body == 0)
+        {
+            Materialize(hd);
+        }
+        return hd.body - 1u;
+    }
+
+    /// Drops the records at the front that need nothing more (acked, or lost and resent).
+    void AdvanceBase(uint32_t i)
+    {
+        if (m_heads[i].body == 0)
+        {
+            return;
+        }
+        SPath& p = m_bodies[m_heads[i].body - 1];
+        while (!p.recs.Empty() && p.recs.Front().state != REC_INFLIGHT)
+        {
+            p.recs.PopFront();
+            ++p.cumAck;
+        }
+    }
+
+    bool Eligible(uint32_t i) const
+    {
+        const PathHead& hd = m_heads[i];
+        if (hd.state != PATH_ACTIVE)
+        {
+            return false;
+        }
+        if (hd.body == 0)
+        {
+            return true; // nothing sent yet on this path
+        }
+        const SPath& p = m_bodies[hd.body - 1];
+        const CcPath& c = m_cc.paths[hd.body - 1];
+        if (p.psnNext - p.cumAck >= kSackBits)
+        {
+            return false; // the receiver's bitmap could not describe more
+        }
+        return c.inflightBytes == 0 || c.inflightBytes + m_cfg.mtu <= c.cwndBytes;
+    }
+
+    int64_t RtoPs(uint32_t i) const
+    {
+        const CcPath& c = Cc(i);
+        if (m_heads[i].state == PATH_PROBING)
+        {
+            return m_cfg.probeIntervalPs;
+        }
+        int64_t srtt = c.srttPs > 0 ? c.srttPs : m_qpSrttPs;
+        if (srtt <= 0)
+        {
+            return m_cfg.initialRtoPs;
+        }
+        int64_t var = c.srttPs > 0 ? Body(i).rttvarPs : srtt / 2;
+        return std::max(m_cfg.rtoMinPs, srtt + 4 * var);
+    }
+
+    Plane& PlaneAt(uint32_t p) { return m_planes[p]; }
+
+    const Plane& PlaneAt(uint32_t p) const { return m_planes[p]; }
+
+    uint32_t NPlanes() const { return static_cast<uint32_t>(m_planes.size()); }
+
+    CcState& Window() { return m_cc; }
+
+    const CcState& Window() const { return m_cc; }
+
+    PathCounters& Counters() { return m_pc; }
+
+    const PathCounters& Counters() const { return m_pc; }
+
+    const Config& GetConfig() const { return m_cfg; }
+
+    int64_t QpSrttPs() const { return m_qpSrttPs; }
+
+    int64_t QpMinRttPs() const { return m_qpMinRttPs; }
+
+    /// Takes an RTT sample of path `d` (dense index); true if it is the connection's first.
+    bool OnRttSample(uint32_t d, int64_t rtt)
+    {
+        CcPath& c = m_cc.paths[d];
+        SPath& p = m_bodies[d];
+        // RFC 6298 smoothing.
+        if (c.srttPs == 0)
+        {
+            c.srttPs = rtt;
+            p.rttvarPs = rtt / 2;
+        }
+        else
+        {
+            p.rttvarPs = (3 * p.rttvarPs + std::abs(c.srttPs - rtt)) / 4;
+            c.srttPs = (7 * c.srttPs + rtt) / 8;
+        }
+        c.minRttPs = c.minRttPs == 0 ? rtt : std::min(c.minRttPs, rtt);
+        const bool firstSample = m_qpSrttPs == 0;
+        m_qpSrttPs = firstSample ? rtt : (7 * m_qpSrttPs + rtt) / 8;
+        m_qpMinRttPs = m_qpMinRttPs == 0 ? rtt : std::min(m_qpMinRttPs, rtt);
+        return firstSample;
+    }
+
+    /// Puts `rec` in flight on path `i` and stamps `h` with the path's id, epoch, PSN and
+    /// acknowledgement base.
+    void RecordSend(uint32_t i, TxRecord rec, int64_t now, RdmaHeaderData& h)
+    {
+        const uint32_t d = Dense(i);
+        SPath& p = m_bodies[d];
+        CcPath& c = m_cc.paths[d];
+        AdvanceBase(i);
+        h.path = static_cast<uint16_t>(i);
+        h.epoch = m_heads[i].epoch;
+        h.psn = p.psnNext++;
+        // The receiver may forget PSNs below this: their data was acknowledged or resent.
+        h.ackBase = p.cumAck;
+        if (c.inflightBytes == 0 && p.recs.Empty())
+        {
+            p.lastProgressPs = now; // the timer counts from the first packet outstanding
+        }
+        p.recs.PushBack(std::move(rec));
+        c.inflightBytes += rec.payload;
+        p.lastSendPs = now;
+    }
+
+    /// What an ACK of one path acknowledged and found lost.
+    struct AckScan
+    {
+        uint64_t ackedBytes{0}; //!< as onAcked counted them
+        uint32_t lost{0};       //!< holes below the highest SACKed PSN, newly found
+        bool probeAcked{false};
+    };
+
+    /// Applies an ACK of path `i` (cumulative PSN `cum`, SACK bitmap `sack` above it) to its
+    /// records: onAcked(record) for each newly acknowledged one (returns the bytes it
+    /// newly acknowledged), onLost(msg, pkt) for each data packet now known lost. A path is
+    /// FIFO, so a hole below a SACKed PSN is a loss. The callbacks may post and send, which
+    /// may move any path's state: it is looked up afresh after each.
+    template <class OnAcked, class OnLost>
+    AckScan ScanAck(uint32_t i, uint32_t cum, const std::array<uint64_t, 4>& sack,
+                    OnAcked&& onAcked, OnLost&& onLost)
+    {
+        const uint32_t d = Dense(i);
+        AckScan out;
+        // A record is marked by its PSN after onAcked, not through a reference: sending may
+        // grow this path's record ring or pop its front.
+        auto take = [&](TxRecord r, uint32_t psn, bool inRing)
+        {
+            if (r.state == REC_INFLIGHT)
+            {
+                m_cc.paths[d].inflightBytes -= r.payload;
+            }
+            if (r.state != REC_ACKED)
+            {
+                out.probeAcked = out.probeAcked || r.msg == kProbe;
+                out.ackedBytes += onAcked(r);
+                SPath& p = m_bodies[d];
+                if (inRing && psn >= p.cumAck)
+                {
+                    p.recs.At(psn - p.cumAck).state = REC_ACKED;
+                }
+            }
+        };
+        // Everything below the cumulative PSN arrived.
+        while (m_bodies[d].cumAck < cum)
+        {
+            TxRecord r = m_bodies[d].recs.PopFront();
+            ++m_bodies[d].cumAck;
+            take(r, 0, false);
+        }
+        AdvanceBase(i);
+        // SACKed packets above it; any hole below the highest one is a loss.
+        int64_t highest = -1;
+        for (uint32_t word = 0; word < 4; ++word)
+        {
+            // Only the set bits: most ACKs carry none (in-order arrival).
+            for (uint64_t bits = sack[word]; bits != 0; bits &= bits - 1)
+            {
+                uint32_t psn = cum + 1 + word * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
+                if (psn >= m_bodies[d].psnNext)
+                {
+                    break;
+                }
+                if (psn >= m_bodies[d].cumAck)
+                {
+                    take(m_bodies[d].recs.At(psn - m_bodies[d].cumAck), psn, true);
+                }
+                highest = psn;
+            }
+        }
+        SPath& p = m_bodies[d];
+        for (int64_t psn = std::max(cum, p.cumAck); psn < highest; ++psn)
+        {
+            TxRecord& r = p.recs.At(static_cast<uint32_t>(psn - p.cumAck));
+            if (r.state == REC_INFLIGHT)
+            {
+                r.state = REC_LOST;
+                m_cc.paths[d].inflightBytes -= r.payload;
+                if (r.msg != kProbe)
+                {
+                    onLost(r.msg, r.pkt);
+                }
+                ++out.lost;
+            }
+        }
+        AdvanceBase(i);
+        return out;
+    }
+
+    void NoteEcn(int64_t now) { m_lastEcnPs = now; }
+
+    void NoteWindowLimited() { m_windowLimited = true; }
+
+    // ---- path and plane changes
+    /// wake: tell the owner the plane has work (not from inside a pull, which would re-enter).
+    uint32_t OpenPath(uint32_t plane, PathState state = PATH_ACTIVE, bool wake = true,
+                      bool virgin = false);
+    /// Opens the paths still owed to `plane` (OpenPathsOnFirstUse); wake as for OpenPath.
+    void OpenOwed(uint32_t plane, bool wake);
+    void RetirePath(uint32_t i);
+    /// The probing path of avoided `plane` that may send a probe now, or -1.
+    int32_t ProbeDue(uint32_t plane, int64_t now);
+    bool PlaneUsable(uint32_t plane) const;
+    /// The plane answered a probe or its link came back.
+    void PlaneUsable(uint32_t plane, int64_t now);
+    /// The NIC port of `plane` went down or up.
+    void PortState(uint32_t plane, bool up, int64_t now);
+    /// Opens paths when every window is at its cap and the sender is window-limited.
+    void MaybeGrow(int64_t now);
+    /// The timer's work: timeouts, idle paths, probes. Returns the next deadline (or
+    /// INT64_MAX); work: the sender has data to send.
+    int64_t Housekeeping(int64_t now, bool work);
+    /// The earliest timeout of a path with data outstanding (or INT64_MAX).
+    int64_t NextDeadline() const;
+
+    uint32_t GetActivePaths() const;
+    uint32_t GetActivePathsOnPlane(uint32_t plane) const;
+
+  private:
+    void Materialize(PathHead& hd);
+    /// A newly opened path's state (also the connection's shared initial state).
+    void FreshPath(SPath& p, CcPath& c, PathState state) const;
+    /// Opens every path still owed (before the path set is restructured).
+    void OpenOwedPaths();
+    /// A plane stops taking data (its link failed, or it is avoided): counts the failover,
+    /// retires its paths and gives up those owed to it; returns how many to open elsewhere.
+    uint32_t LeavePlane(uint32_t plane, int64_t now);
+    void MoveInflightToRetx(uint32_t i);
+    void PathTimeout(uint32_t i, int64_t now);
+    void AvoidPlane(uint32_t plane, int64_t now);
+    void Rebalance();
+    uint32_t LeastPopulatedPlane() const;
+
+    Config m_cfg;
+    Owner* m_owner{nullptr};
+    CcState m_cc;
+    std::vector<PathHead> m_heads; //!< [path id]
+    std::vector<SPath> m_bodies;   //!< [PathHead::body - 1], parallel to m_cc.paths
+    std::vector<Plane> m_planes;
+    SPath m_virginBody; //!< the state of a path opened with the connection, until first use
+    CcPath m_virginCc;
+    int64_t m_qpSrttPs{0};
+    int64_t m_qpMinRttPs{0}; //!< lowest RTT seen on any path: the base RTT
+    int64_t m_lastEcnPs{-1};
+    int64_t m_lastGrowPs{0};
+    bool m_windowLimited{false};
+    FastRng m_rng;
+    PathCounters m_pc;
+};
+
+} // namespace metaroce
+} // namespace ns3
+
+#endif
