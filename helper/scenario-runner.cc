@@ -84,6 +84,21 @@ PatternFlows(const PatternSpec& w, uint32_t n, FastRng& rng)
             }
         }
     }
+    else if (w.pattern == "all-to-all")
+    {
+        // Every ordered pair, by source then destination.
+        flows.reserve(static_cast<std::size_t>(n) * (n - 1));
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            for (uint32_t j = 0; j < n; ++j)
+            {
+                if (j != i)
+                {
+                    flows.emplace_back(i, j);
+                }
+            }
+        }
+    }
     else if (w.pattern == "random-peers")
     {
         // Every NIC connects to peersPerNic distinct others, chosen at random.
