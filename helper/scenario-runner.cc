@@ -635,6 +635,9 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
             const auto& p = m->GetPathCounters();
             pc.pathsOpened += p.pathsOpened;
             pc.pathsGrown += p.pathsGrown;
+            pc.lossesDetected += p.lossesDetected;
+            pc.lossesTail += p.lossesTail;
+            pc.lossesTimeout += p.lossesTimeout;
             pc.planeFailovers += p.planeFailovers;
             pc.planeRecoveries += p.planeRecoveries;
             pc.lastPlaneAvoidedPs = std::max(pc.lastPlaneAvoidedPs, p.lastPlaneAvoidedPs);
@@ -697,6 +700,10 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     {
         rec.counters["paths_opened"] = pc.pathsOpened;
         rec.counters["paths_grown"] = pc.pathsGrown;
+        // Data packets found lost, by how: a SACK gap, the tail-loss rule, a path's timeout.
+        rec.counters["losses_sack"] = pc.lossesDetected;
+        rec.counters["losses_tail"] = pc.lossesTail;
+        rec.counters["losses_timeout"] = pc.lossesTimeout;
         rec.counters["plane_failovers"] = pc.planeFailovers;
         rec.counters["plane_recoveries"] = pc.planeRecoveries;
         rec.metrics["max_active_paths"] = maxActivePaths;
@@ -1299,6 +1306,9 @@ ResultColumns(const std::string& workloadKind)
                           "victim_fct_us",
                           "paths_opened",
                           "paths_grown",
+                          "losses_sack",
+                          "losses_tail",
+                          "losses_timeout",
                           "plane_failovers",
                           "plane_recoveries",
                           "max_active_paths",
