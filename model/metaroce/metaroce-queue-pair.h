@@ -153,7 +153,7 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
     uint32_t m_pathWindowCap{128};
     uint32_t m_qpWindowCap{0};
     uint32_t m_firstRttWindow{0};
-    double m_tailLossRtts{2.0};
+    double m_tailLossRtts{2.5};
     bool m_nicRttForRto{true};
     double m_hintWindowGain{2.0};
     uint32_t m_pacingBurst{2};
@@ -188,7 +188,7 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
         int64_t paceVirtPs{0};
         int64_t timerAtPs{-1};
         bool acked{false};        //!< an ACK came (FirstRttWindow no longer applies)
-        bool qpWindowShut{false}; //!< a plane found the QP's window shut since the last wake
+        bool qpWindowShut{false}; //!< a plane found the first-RTT cap shut since the last wake
         EventId timer;
         EventId paceEvent;
     };
