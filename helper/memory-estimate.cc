@@ -378,6 +378,10 @@ PatternFlowCount(const PatternSpec& p, uint32_t n)
     {
         return std::min<double>(p.senders, n > 0 ? n - 1 : 0);
     }
+    if (p.pattern == "all-to-all")
+    {
+        return static_cast<double>(n) * (n > 0 ? n - 1 : 0);
+    }
     if (p.pattern == "random-peers")
     {
         return static_cast<double>(n) * p.peersPerNic;

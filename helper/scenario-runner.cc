@@ -84,6 +84,21 @@ PatternFlows(const PatternSpec& w, uint32_t n, FastRng& rng)
             }
         }
     }
+    else if (w.pattern == "all-to-all")
+    {
+        // Every ordered pair, by source then destination.
+        flows.reserve(static_cast<std::size_t>(n) * (n - 1));
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            for (uint32_t j = 0; j < n; ++j)
+            {
+                if (j != i)
+                {
+                    flows.emplace_back(i, j);
+                }
+            }
+        }
+    }
     else if (w.pattern == "random-peers")
     {
         // Every NIC connects to peersPerNic distinct others, chosen at random.
@@ -682,6 +697,9 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
             const auto& p = m->GetPathCounters();
             pc.pathsOpened += p.pathsOpened;
             pc.pathsGrown += p.pathsGrown;
+            pc.lossesDetected += p.lossesDetected;
+            pc.lossesTail += p.lossesTail;
+            pc.lossesTimeout += p.lossesTimeout;
             pc.planeFailovers += p.planeFailovers;
             pc.planeRecoveries += p.planeRecoveries;
             pc.lastPlaneAvoidedPs = std::max(pc.lastPlaneAvoidedPs, p.lastPlaneAvoidedPs);
@@ -744,6 +762,10 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     {
         rec.counters["paths_opened"] = pc.pathsOpened;
         rec.counters["paths_grown"] = pc.pathsGrown;
+        // Data packets found lost, by how: a SACK gap, the tail-loss rule, a path's timeout.
+        rec.counters["losses_sack"] = pc.lossesDetected;
+        rec.counters["losses_tail"] = pc.lossesTail;
+        rec.counters["losses_timeout"] = pc.lossesTimeout;
         rec.counters["plane_failovers"] = pc.planeFailovers;
         rec.counters["plane_recoveries"] = pc.planeRecoveries;
         rec.metrics["max_active_paths"] = maxActivePaths;
@@ -1360,6 +1382,9 @@ ResultColumns(const std::string& workloadKind)
                           "victim_fct_us",
                           "paths_opened",
                           "paths_grown",
+                          "losses_sack",
+                          "losses_tail",
+                          "losses_timeout",
                           "plane_failovers",
                           "plane_recoveries",
                           "max_active_paths",

@@ -176,7 +176,8 @@ PatternSpec
 ParsePattern(const JsonReader& w, const TopologySpec& topo)
 {
     PatternSpec p;
-    p.pattern = w.Choice("pattern", {"permutation", "pairs", "incast", "explicit", "random-peers"});
+    p.pattern = w.Choice(
+        "pattern", {"permutation", "pairs", "incast", "explicit", "random-peers", "all-to-all"});
     if (p.pattern == "random-peers")
     {
         p.peersPerNic =

@@ -20,7 +20,8 @@ namespace metaroce
 /// Who talks to whom: a traffic pattern over the fabric's NICs.
 struct PatternSpec
 {
-    std::string pattern; //!< "permutation", "pairs", "incast", "explicit", "random-peers"
+    std::string pattern; //!< "permutation", "pairs", "incast", "explicit", "random-peers",
+                         //!< "all-to-all"
     uint32_t incastTarget{0};
     uint32_t senders{0};                              //!< incast: how many NICs send
     uint32_t peersPerNic{1};                          //!< random-peers: distinct peers each

@@ -495,6 +495,18 @@ with tempfile.TemporaryDirectory() as tmp:
             check("unacknowledged" in r.stderr and "NIC 0 QP 1" in r.stderr,
                   f"the drain rule's message: {r.stderr.strip()}")
 
+# The all-to-all pattern: every ordered pair of NICs, one flow each (8 NICs: 56 flows).
+o = os.path.join(tempfile.gettempdir(), f"cli-a2a-{os.getpid()}.json")
+r = run([os.path.join(ROOT, "scenarios", "alltoall-256.json"), "--quiet", "--variant", "metaroce",
+         "--set", "topology.nics=8", "--set", "workload.message_bytes=8192", "--out", o])
+check(r.returncode == 0, f"all-to-all run exit {r.returncode}: {r.stderr}")
+if os.path.exists(o):
+    run0 = json.load(open(o))["runs"][0]
+    check(run0["metrics"]["messages_total"] == 56 and run0["metrics"]["messages_completed"] == 56,
+          f"all-to-all on 8 NICs: {run0['metrics']['messages_total']} flows, expected 56")
+    os.remove(o)
+    os.remove(o[:-5] + ".csv")
+
 # A run's memory figures are its own: started by a parent that holds 256 MiB, its RSS at the
 # start is still the simulator's (getrusage's peak would carry the parent's over exec).
 ballast = b"\x01" * (256 << 20)

@@ -8,6 +8,7 @@
 #include "test-util.h"
 
 #include "ns3/boolean.h"
+#include "ns3/double.h"
 #include "ns3/uinteger.h"
 
 #include <catch2/catch.hpp>
@@ -83,6 +84,9 @@ TEST_CASE("MetaRoCE: a first window lost after the first RTT sample waits an RTO
     }
     DropFilter filter(PeekPointer(leaf), all);
     leaf->GetPort(0)->SetReceiver(&filter);
+    // The timer alone: no tail-loss rule, and the whole first window leaves at once.
+    tx->SetAttribute("TailLossRtts", DoubleValue(0));
+    tx->SetAttribute("FirstRttWindow", UintegerValue(0));
     tx->PostSend(256 << 10);
     Simulator::Stop(MicroSeconds(1000)); // InitialRto is 5 ms
     Simulator::Run();
@@ -90,6 +94,193 @@ TEST_CASE("MetaRoCE: a first window lost after the first RTT sample waits an RTO
     CHECK(tx->GetCounters().timeouts > 0);
     CHECK(rx->GetCounters().bytesDelivered == 256 << 10);
     CHECK(tx->GetCounters().messagesSent == 1);
+}
+
+namespace
+{
+/// Drops data frames to NIC `dst` arriving at a switch port while the shared budget `left`
+/// lasts (one filter per switch, sharing the budget).
+class DropToDst : public FabricFrameReceiver
+{
+  public:
+    DropToDst(Ptr<FabricSwitch> sw, uint32_t port, uint32_t dst, uint32_t* left)
+        : m_inner(PeekPointer(sw))
+        , m_dst(dst)
+        , m_left(left)
+    {
+        sw->GetPort(port)->SetReceiver(this);
+    }
+
+    void ReceiveFrame(FabricNetDevice* port, FabricFrame&& f) override
+    {
+        if (f.tc != 6 && f.dst == m_dst && *m_left > 0)
+        {
+            --*m_left;
+            return;
+        }
+        m_inner->ReceiveFrame(port, std::move(f));
+    }
+
+    void NotifyDequeue(FabricNetDevice* p, const FabricFrame& f) override
+    {
+        m_inner->NotifyDequeue(p, f);
+    }
+
+    void NotifyPortIdle(FabricNetDevice* p) override { m_inner->NotifyPortIdle(p); }
+
+    bool WantsPortIdle() const override { return m_inner->WantsPortIdle(); }
+
+    void NotifyLinkChange(FabricNetDevice* p, bool up) override
+    {
+        m_inner->NotifyLinkChange(p, up);
+    }
+
+  private:
+    FabricFrameReceiver* m_inner;
+    uint32_t m_dst;
+    uint32_t* m_left;
+};
+} // namespace
+
+namespace
+{
+struct TailRun
+{
+    uint64_t seen{0};
+    uint64_t dropped{0};
+    int64_t donePs{-1};
+    uint64_t delivered{0};
+    QueuePair::Counters tx;
+    MetaRoceQueuePair::PathCounters paths;
+};
+
+/// 256 KiB from NIC 0 to NIC 1 of the lab, the data frames numbered `drop` on arrival at
+/// plane 2's leaf lost.
+TailRun
+RunWithPlane2Drops(std::set<uint64_t> drop)
+{
+    SimGuard guard;
+    World w(kLab);
+    auto [tx, rx] = w.Connect(0, 1);
+    Ptr<FabricSwitch> leaf = w.fabric->Switch(0, 2, 0, 0); // plane 2, NIC 0's leaf
+    DropFilter filter(PeekPointer(leaf), std::move(drop));
+    leaf->GetPort(0)->SetReceiver(&filter);
+    TailRun r;
+    tx->PostSend(256 << 10, 0, [&r](const RdmaCompletion&) { r.donePs = NowPs(); });
+    Simulator::Stop(MicroSeconds(1000));
+    Simulator::Run();
+    r.seen = filter.Seen();
+    r.dropped = filter.dropped;
+    r.delivered = rx->GetCounters().bytesDelivered;
+    r.tx = tx->GetCounters();
+    r.paths = tx->GetPathCounters();
+    return r;
+}
+} // namespace
+
+TEST_CASE("MetaRoCE: the last packets of a path, lost, are resent within a few RTTs, not an RTO",
+          "[metaroce][tail]")
+{
+    // Plane 2's last two data packets are lost. Nothing later on their paths shows a gap:
+    // before the tail-loss rule only the path's timeout (at least RtoMin, 100 us) found them.
+    // Later packets acknowledged on the other planes are the evidence now: they are resent
+    // about TailLossRtts RTTs (~3 us each) after they left.
+    const TailRun clean = RunWithPlane2Drops({});
+    REQUIRE(clean.seen >= 4);
+    REQUIRE(clean.tx.retransmittedPackets == 0);
+    const TailRun r = RunWithPlane2Drops({clean.seen - 2, clean.seen - 1});
+    CHECK(r.dropped == 2);
+    CHECK(r.delivered == 256 << 10);
+    REQUIRE(r.donePs > 0);
+    CHECK(r.donePs < clean.donePs + MicroSeconds(40).GetPicoSeconds()); // RtoMin is 100 us
+    CHECK(r.tx.timeouts == 0);
+    CHECK(r.paths.lossesTail == 2);
+    CHECK(r.paths.lossesDetected == 0); // no SACK gap could show them
+    CHECK(r.tx.retransmittedPackets == 2);
+}
+
+TEST_CASE("MetaRoCE: the very last packet of a message, lost, is resent within a few RTTs",
+          "[metaroce][tail]")
+{
+    SimGuard guard;
+    World w(kLab);
+    auto [tx, rx] = w.Connect(0, 1);
+    // Every plane's last data packet is lost: the message's last packets have no later
+    // packet anywhere to vouch for the network; the sender, with nothing more to send, resends
+    // them after TailLossRtts RTTs.
+    std::vector<std::unique_ptr<DropFilter>> filters;
+    for (uint32_t plane = 0; plane < 8; ++plane)
+    {
+        Ptr<FabricSwitch> leaf = w.fabric->Switch(0, plane, 0, 0);
+        filters.push_back(std::make_unique<DropFilter>(PeekPointer(leaf), std::set<uint64_t>{7}));
+        leaf->GetPort(0)->SetReceiver(filters.back().get());
+    }
+    int64_t donePs = -1;
+    tx->PostSend(256 << 10, 0, [&donePs](const RdmaCompletion&) { donePs = NowPs(); });
+    Simulator::Stop(MicroSeconds(1000));
+    Simulator::Run();
+    uint64_t dropped = 0;
+    for (const auto& f : filters)
+    {
+        dropped += f->dropped;
+    }
+    CHECK(dropped > 0);
+    CHECK(rx->GetCounters().bytesDelivered == 256 << 10);
+    REQUIRE(donePs > 0);
+    CHECK(donePs < MicroSeconds(60).GetPicoSeconds());
+    CHECK(tx->GetCounters().timeouts == 0);
+}
+
+TEST_CASE("MetaRoCE: before its first ACK a QP has at most FirstRttWindow packets in flight",
+          "[metaroce][tail]")
+{
+    SimGuard guard;
+    World w(kLab);
+    auto [tx, rx] = w.Connect(0, 1);
+    tx->SetAttribute("FirstRttWindow", UintegerValue(4));
+    tx->PostSend(1 << 20);
+    Simulator::Stop(NanoSeconds(1500)); // the RTT is ~3 us: no ACK yet
+    Simulator::Run();
+    CHECK(tx->GetCounters().dataPacketsSent == 4);
+    Simulator::Stop(MicroSeconds(1000));
+    Simulator::Run();
+    CHECK(rx->GetCounters().bytesDelivered == 1 << 20);
+}
+
+TEST_CASE("MetaRoCE: a connection whose first packets are all lost times out from its NIC's RTT",
+          "[metaroce][tail]")
+{
+    SimGuard guard;
+    World w(kLab);
+    auto [a, ra] = w.Connect(0, 1);
+    auto [b, rb] = w.Connect(0, 1);
+    b->SetAttribute("FirstRttWindow", UintegerValue(4));
+    // Connection a gives NIC 0 an RTT; b starts later and loses its whole first window
+    // (FirstRttWindow, 4 packets) on every plane: no RTT of its own, and no ACK. It times out
+    // from NIC 0's RTT (at least RtoMin, 100 us), not from InitialRto (5 ms).
+    uint32_t left = 0; // nothing lost until b starts
+    std::vector<std::unique_ptr<DropToDst>> drops;
+    for (uint32_t plane = 0; plane < 8; ++plane)
+    {
+        drops.push_back(std::make_unique<DropToDst>(w.fabric->Switch(0, plane, 0, 0), 0, 1, &left));
+    }
+    a->PostSend(64 << 10);
+    int64_t donePs = -1;
+    Simulator::Schedule(MicroSeconds(20),
+                        [b = b, &donePs, &left]()
+                        {
+                            left = 4;
+                            b->PostSend(64 << 10, 0,
+                                        [&donePs](const RdmaCompletion&) { donePs = NowPs(); });
+                        });
+    Simulator::Stop(MilliSeconds(2));
+    Simulator::Run();
+    CHECK(left == 0);
+    CHECK(ra->GetCounters().bytesDelivered == 64 << 10);
+    CHECK(rb->GetCounters().bytesDelivered == 64 << 10);
+    REQUIRE(donePs > 0);
+    CHECK(donePs < MicroSeconds(400).GetPicoSeconds());
+    CHECK(b->GetCounters().timeouts > 0);
 }
 
 TEST_CASE("MetaRoCE: reordering across paths alone retransmits nothing", "[metaroce]")

@@ -122,6 +122,9 @@ class DropFilter : public FabricFrameReceiver
 
     uint64_t dropped{0};
 
+    /// Data frames that arrived so far (dropped or not).
+    uint64_t Seen() const { return m_seen; }
+
   private:
     FabricFrameReceiver* m_inner;
     std::set<uint64_t> m_drop;

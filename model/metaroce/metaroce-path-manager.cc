@@ -16,8 +16,9 @@ NS_LOG_COMPONENT_DEFINE("MetaRocePathManager");
 
 void
 MetaRocePathManager::Start(const Config& cfg, Owner* owner, uint64_t seed,
-                           const std::vector<bool>& linkUp)
+                           const std::vector<bool>& linkUp, int64_t* nicRtt)
 {
+    m_nicRtt = nicRtt;
     m_cfg = cfg;
     m_owner = owner;
     m_rng.Seed(seed);
@@ -174,12 +175,13 @@ MetaRocePathManager::Materialize(PathHead& hd)
     hd.body = static_cast<uint16_t>(m_bodies.size());
 }
 
-void
+uint32_t
 MetaRocePathManager::MoveInflightToRetx(uint32_t i)
 {
+    uint32_t n = 0;
     if (m_heads[i].body == 0)
     {
-        return; // never sent anything
+        return n; // never sent anything
     }
     SPath& p = m_bodies[m_heads[i].body - 1];
     for (uint32_t k = 0; k < p.recs.Size(); ++k)
@@ -191,10 +193,12 @@ MetaRocePathManager::MoveInflightToRetx(uint32_t i)
             if (r.msg != kProbe)
             {
                 m_owner->Resend(r.msg, r.pkt);
+                ++n;
             }
         }
     }
     m_cc.paths[m_heads[i].body - 1].inflightBytes = 0;
+    return n;
 }
 
 void
@@ -307,6 +311,10 @@ MetaRocePathManager::Housekeeping(int64_t now, bool work)
             else
             {
                 next = std::min(next, deadline);
+                if (m_cfg.nicRttForRto && Cc(i).srttPs == 0 && m_qpSrttPs == 0)
+                {
+                    next = std::min(next, now + TimerPs(i)); // the NIC may learn an RTT
+                }
             }
         }
         else if (state == PATH_ACTIVE && active > m_cfg.minPaths)
@@ -349,13 +357,20 @@ MetaRocePathManager::PathTimeout(uint32_t i, int64_t now)
     uint32_t d = Dense(i);
     SPath& p = m_bodies[d];
     const bool probing = m_heads[i].state == PATH_PROBING;
-    MoveInflightToRetx(i);
+    m_pc.lossesTimeout += MoveInflightToRetx(i);
     p.lastProgressPs = now;
     m_owner->PathTimedOut(d, probing);
     if (probing)
     {
         return; // the plane is still silent: probe again at the next interval
     }
+    PathSilent(i, now);
+}
+
+void
+MetaRocePathManager::PathSilent(uint32_t i, int64_t now)
+{
+    SPath& p = m_bodies[Dense(i)];
     ++p.consecutiveTimeouts;
     if (p.consecutiveTimeouts >= m_cfg.pathFailTimeouts)
     {

@@ -29,6 +29,7 @@
 #include <boost/container/small_vector.hpp>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -115,7 +116,9 @@ class MetaRocePathManager
         uint64_t planeRecoveries{0};
         uint64_t probesSent{0};
         uint64_t staleAcks{0};
-        uint64_t lossesDetected{0};
+        uint64_t lossesDetected{0};      //!< data packets found lost by a SACK gap
+        uint64_t lossesTail{0};          //!< ... by the tail-loss rule (TailLossRtts)
+        uint64_t lossesTimeout{0};       //!< ... by a path's retransmission timeout
         int64_t firstPlaneAvoidedPs{-1}; //!< first time a plane was avoided
         int64_t lastPlaneAvoidedPs{-1};
         int64_t lastPlaneRecoveredPs{-1};
@@ -128,6 +131,8 @@ class MetaRocePathManager
         int64_t initialRtoPs{0};
         int64_t probeIntervalPs{0};
         int64_t idleTimeoutPs{0};
+        double tailLossRtts{0};   //!< 0: no tail-loss rule
+        bool nicRttForRto{false}; //!< a path without any sample times out from the NIC's RTT
         uint32_t minPaths{0};
         uint32_t maxPaths{0};
         uint32_t initialWindow{0};
@@ -159,7 +164,9 @@ class MetaRocePathManager
 
     /// Sets the configuration, the planes (their links' state now) and the seed of the
     /// entropies; the congestion state's line rate is the caller's to set.
-    void Start(const Config& cfg, Owner* owner, uint64_t seed, const std::vector<bool>& linkUp);
+    /// nicRtt: where the NIC's QPs share the lowest RTT measured (0: none yet).
+    void Start(const Config& cfg, Owner* owner, uint64_t seed, const std::vector<bool>& linkUp,
+               int64_t* nicRtt);
     /// Opens the connection's first MinPaths paths (or owes them to their planes).
     void OpenInitialPaths();
 
@@ -248,10 +255,27 @@ class MetaRocePathManager
         int64_t srtt = c.srttPs > 0 ? c.srttPs : m_qpSrttPs;
         if (srtt <= 0)
         {
-            return m_cfg.initialRtoPs;
+            // No sample on this connection yet: the RTT its NIC's other connections measured.
+            srtt = m_cfg.nicRttForRto ? *m_nicRtt : 0;
+            if (srtt <= 0)
+            {
+                return m_cfg.initialRtoPs;
+            }
         }
         int64_t var = c.srttPs > 0 ? Body(i).rttvarPs : srtt / 2;
         return std::max(m_cfg.rtoMinPs, srtt + 4 * var);
+    }
+
+    /// When to look at path i's timeout again after a send: its RTO, or RtoMin while the
+    /// RTO is InitialRto only for want of any RTT sample on the NIC (one may come meanwhile).
+    int64_t TimerPs(uint32_t i) const
+    {
+        const int64_t rto = RtoPs(i);
+        if (m_cfg.nicRttForRto && rto == m_cfg.initialRtoPs && *m_nicRtt == 0)
+        {
+            return std::min(rto, m_cfg.rtoMinPs);
+        }
+        return rto;
     }
 
     Plane& PlaneAt(uint32_t p) { return m_planes[p]; }
@@ -294,6 +318,7 @@ class MetaRocePathManager
         const bool firstSample = m_qpSrttPs == 0;
         m_qpSrttPs = firstSample ? rtt : (7 * m_qpSrttPs + rtt) / 8;
         m_qpMinRttPs = m_qpMinRttPs == 0 ? rtt : std::min(m_qpMinRttPs, rtt);
+        *m_nicRtt = *m_nicRtt == 0 ? rtt : std::min(*m_nicRtt, rtt);
         return firstSample;
     }
 
@@ -349,6 +374,10 @@ class MetaRocePathManager
             if (r.state != REC_ACKED)
             {
                 out.probeAcked = out.probeAcked || r.msg == kProbe;
+                if (r.msg != kProbe)
+                {
+                    m_lastAckedSentPs = std::max(m_lastAckedSentPs, r.sentPs);
+                }
                 out.ackedBytes += onAcked(r);
                 SPath& p = m_bodies[d];
                 if (inRing && psn >= p.cumAck)
@@ -403,6 +432,123 @@ class MetaRocePathManager
         return out;
     }
 
+    /// The tail-loss rule: a data packet still in flight on a path is lost once TailLossRtts
+    /// x the path's smoothed RTT have passed since it was sent and either a packet the QP
+    /// sent after it (on any path) was acknowledged, or the QP has nothing more to send
+    /// (drained: its last packets have no later ones to vouch for the network). Calls
+    /// onLost(msg, pkt) for each and onPathLoss(dense, n) for each path that lost n; returns
+    /// the next time the rule may declare a loss (INT64_MAX: none pending).
+    template <class OnLost, class OnPathLoss>
+    int64_t DetectTailLosses(int64_t now, bool drained, OnLost&& onLost, OnPathLoss&& onPathLoss)
+    {
+        int64_t next = std::numeric_limits<int64_t>::max();
+        if (m_cfg.tailLossRtts <= 0 || (m_lastAckedSentPs == 0 && !drained))
+        {
+            return next;
+        }
+        for (uint32_t i = 0; i < m_heads.size(); ++i)
+        {
+            const PathHead& hd = m_heads[i];
+            if (hd.body == 0 || hd.state == PATH_RETIRED || hd.state == PATH_PROBING ||
+                m_cc.paths[hd.body - 1].inflightBytes == 0)
+            {
+                continue;
+            }
+            const uint32_t d = hd.body - 1u;
+            const int64_t thr = TailLossPs(i);
+            if (thr <= 0)
+            {
+                continue;
+            }
+            SPath& p = m_bodies[d];
+            uint32_t lost = 0;
+            int64_t firstLostSentPs = 0;
+            // A path is FIFO: its records are in sending order, so the first one not yet due
+            // ends the scan.
+            for (uint32_t k = 0; k < p.recs.Size(); ++k)
+            {
+                TxRecord& r = p.recs.At(k);
+                if (r.state != REC_INFLIGHT)
+                {
+                    continue;
+                }
+                if (r.sentPs >= m_lastAckedSentPs && !drained)
+                {
+                    break; // nothing sent after it was acknowledged yet
+                }
+                if (now < r.sentPs + thr)
+                {
+                    next = std::min(next, r.sentPs + thr);
+                    break;
+                }
+                if (lost == 0)
+                {
+                    firstLostSentPs = r.sentPs;
+                }
+                r.state = REC_LOST;
+                m_cc.paths[d].inflightBytes -= r.payload;
+                if (r.msg != kProbe)
+                {
+                    onLost(r.msg, r.pkt);
+                }
+                ++lost;
+            }
+            if (lost > 0)
+            {
+                m_pc.lossesTail += lost;
+                AdvanceBase(i);
+                onPathLoss(d, lost);
+                if (p.lastProgressPs <= firstLostSentPs)
+                {
+                    // Nothing came back on this path since: as silent as a timeout (a path
+                    // into a failed plane must still be retired).
+                    p.lastProgressPs = now;
+                    PathSilent(i, now);
+                }
+            }
+        }
+        return next;
+    }
+
+    /// How long a packet of path i may be outstanding, once later packets of the QP were
+    /// acknowledged, before the tail-loss rule declares it lost (0: the rule is off).
+    int64_t TailLossPs(uint32_t i) const
+    {
+        // With the RTT's variation: a path whose queue grows must not look lossy (one
+        // variation, not the RTO's four: the rule must act before the RTO would).
+        int64_t srtt = Cc(i).srttPs;
+        int64_t var = Body(i).rttvarPs;
+        if (srtt == 0)
+        {
+            // Not answered yet: a path may be slow rather than lossy, and the QP's other
+            // planes say little of it; the slowest answered path of its plane (same NIC port,
+            // same first and last hops) does. None: the RTO decides.
+            for (uint16_t k : m_planes[m_heads[i].plane].paths)
+            {
+                if (Cc(k).srttPs > srtt)
+                {
+                    srtt = Cc(k).srttPs;
+                    var = Body(k).rttvarPs;
+                }
+            }
+            if (srtt == 0)
+            {
+                return 0;
+            }
+        }
+        return static_cast<int64_t>(m_cfg.tailLossRtts * static_cast<double>(srtt)) + var;
+    }
+
+    /// When to look for tail losses after an ACK at `now` (INT64_MAX: the rule is off).
+    int64_t TailCheckAt(int64_t now) const
+    {
+        if (m_cfg.tailLossRtts <= 0 || m_qpSrttPs == 0)
+        {
+            return std::numeric_limits<int64_t>::max();
+        }
+        return now + static_cast<int64_t>(m_cfg.tailLossRtts * static_cast<double>(m_qpSrttPs));
+    }
+
     void NoteEcn(int64_t now) { m_lastEcnPs = now; }
 
     void NoteWindowLimited() { m_windowLimited = true; }
@@ -441,14 +587,19 @@ class MetaRocePathManager
     /// A plane stops taking data (its link failed, or it is avoided): counts the failover,
     /// retires its paths and gives up those owed to it; returns how many to open elsewhere.
     uint32_t LeavePlane(uint32_t plane, int64_t now);
-    void MoveInflightToRetx(uint32_t i);
+    /// Returns how many data packets it gave back to the sender.
+    uint32_t MoveInflightToRetx(uint32_t i);
     void PathTimeout(uint32_t i, int64_t now);
+    /// Path i went a timeout's worth without an answer: counts it, and retires the path
+    /// (and avoids its plane) after PathFailTimeouts in a row.
+    void PathSilent(uint32_t i, int64_t now);
     void AvoidPlane(uint32_t plane, int64_t now);
     void Rebalance();
     uint32_t LeastPopulatedPlane() const;
 
     Config m_cfg;
     Owner* m_owner{nullptr};
+    int64_t* m_nicRtt{nullptr};
     CcState m_cc;
     std::vector<PathHead> m_heads; //!< [path id]
     std::vector<SPath> m_bodies;   //!< [PathHead::body - 1], parallel to m_cc.paths
@@ -459,6 +610,7 @@ class MetaRocePathManager
     int64_t m_qpMinRttPs{0}; //!< lowest RTT seen on any path: the base RTT
     int64_t m_lastEcnPs{-1};
     int64_t m_lastGrowPs{0};
+    int64_t m_lastAckedSentPs{0}; //!< latest send time of a data packet acknowledged
     bool m_windowLimited{false};
     FastRng m_rng;
     PathCounters m_pc;

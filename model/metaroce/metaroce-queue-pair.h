@@ -20,6 +20,7 @@
 #ifndef METAROCE_METAROCE_QUEUE_PAIR_H
 #define METAROCE_METAROCE_QUEUE_PAIR_H
 
+#include "metaroce-nic-rtt.h"
 #include "metaroce-path-manager.h"
 #include "metaroce-receiver.h"
 #include "model/fabric/ring.h"
@@ -151,6 +152,9 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
     uint32_t m_initialWindow{16};
     uint32_t m_pathWindowCap{128};
     uint32_t m_qpWindowCap{0};
+    uint32_t m_firstRttWindow{0};
+    double m_tailLossRtts{2.5};
+    bool m_nicRttForRto{true};
     double m_hintWindowGain{2.0};
     uint32_t m_pacingBurst{2};
     uint32_t m_ackInterval{1};
@@ -178,10 +182,13 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
     {
         MetaRocePathManager paths; //!< the paths, their windows (CcState) and health
         Ptr<RdmaCongestionOps> ccOps;
+        Ptr<MetaRoceNicRtt> nicRtt;
         Ring<std::pair<uint64_t, uint32_t>> retx; //!< (message, packet) to send again
         uint64_t txMsg{0};
         int64_t paceVirtPs{0};
         int64_t timerAtPs{-1};
+        bool acked{false};        //!< an ACK came (FirstRttWindow no longer applies)
+        bool qpWindowShut{false}; //!< a plane found the first-RTT cap shut since the last wake
         EventId timer;
         EventId paceEvent;
     };
