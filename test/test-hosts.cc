@@ -41,12 +41,20 @@ struct TwoHosts
         {
             nics.push_back(w.rdma->Nic(i));
         }
-        su.acceleratorsPerHost = 8;
+        su = ScaleUp();
+    }
+
+    /// Two hosts of 8 accelerators, each with its scale-up domain.
+    static ScaleUpFabric ScaleUp()
+    {
+        ScaleUpFabric f;
+        f.acceleratorsPerHost = 8;
         for (uint32_t h = 0; h < 2; ++h)
         {
-            su.hosts.push_back(CreateObject<ScaleUpDomain>());
-            su.hosts.back()->SetAccelerators(8);
+            f.hosts.push_back(CreateObject<ScaleUpDomain>());
+            f.hosts.back()->SetAccelerators(8);
         }
+        return f;
     }
 };
 } // namespace
@@ -356,18 +364,12 @@ TEST_CASE("NICs shared by two accelerators each: a ring over 2 hosts x 8 puts bo
 {
     SimGuard guard;
     RdmaWorld w{SmallFpf(8, 8, 8)}; // 8 NICs: 4 per host
-    std::vector<Ptr<RdmaNic>> nics;  // by accelerator: accelerator a uses NIC a / 2
+    std::vector<Ptr<RdmaNic>> nics; // by accelerator: accelerator a uses NIC a / 2
     for (uint32_t a = 0; a < 16; ++a)
     {
         nics.push_back(w.rdma->Nic(a / 2));
     }
-    ScaleUpFabric su;
-    su.acceleratorsPerHost = 8;
-    for (uint32_t h = 0; h < 2; ++h)
-    {
-        su.hosts.push_back(CreateObject<ScaleUpDomain>());
-        su.hosts.back()->SetAccelerators(8);
-    }
+    ScaleUpFabric su = TwoHosts::ScaleUp();
     QueuePairFactory f;
     f.SetTypeId("ns3::metaroce::MetaRoceQueuePair");
     CollectiveConfig cfg;

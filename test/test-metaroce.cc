@@ -100,11 +100,11 @@ namespace
 {
 /// Drops data frames to NIC `dst` arriving at a switch port while the shared budget `left`
 /// lasts (one filter per switch, sharing the budget).
-class DropToDst : public FabricFrameReceiver
+class DropToDst : public ForwardingReceiver
 {
   public:
     DropToDst(Ptr<FabricSwitch> sw, uint32_t port, uint32_t dst, uint32_t* left)
-        : m_inner(PeekPointer(sw))
+        : ForwardingReceiver(PeekPointer(sw))
         , m_dst(dst)
         , m_left(left)
     {
@@ -121,22 +121,7 @@ class DropToDst : public FabricFrameReceiver
         m_inner->ReceiveFrame(port, std::move(f));
     }
 
-    void NotifyDequeue(FabricNetDevice* p, const FabricFrame& f) override
-    {
-        m_inner->NotifyDequeue(p, f);
-    }
-
-    void NotifyPortIdle(FabricNetDevice* p) override { m_inner->NotifyPortIdle(p); }
-
-    bool WantsPortIdle() const override { return m_inner->WantsPortIdle(); }
-
-    void NotifyLinkChange(FabricNetDevice* p, bool up) override
-    {
-        m_inner->NotifyLinkChange(p, up);
-    }
-
   private:
-    FabricFrameReceiver* m_inner;
     uint32_t m_dst;
     uint32_t* m_left;
 };

@@ -86,23 +86,17 @@ class FrameLog : public FabricFrameReceiver
     std::vector<Entry> entries;
 };
 
-/// Drops chosen data frames arriving at a port (by arrival count), forwarding all else.
-class DropFilter : public FabricFrameReceiver
+/// Passes everything a port hands it on to `inner`: a filter overrides ReceiveFrame only.
+class ForwardingReceiver : public FabricFrameReceiver
 {
   public:
-    DropFilter(FabricFrameReceiver* inner, std::set<uint64_t> drop)
+    explicit ForwardingReceiver(FabricFrameReceiver* inner)
         : m_inner(inner)
-        , m_drop(std::move(drop))
     {
     }
 
     void ReceiveFrame(FabricNetDevice* port, FabricFrame&& f) override
     {
-        if (f.tc != 6 && m_drop.count(m_seen++) != 0)
-        {
-            ++dropped;
-            return;
-        }
         m_inner->ReceiveFrame(port, std::move(f));
     }
 
@@ -120,13 +114,36 @@ class DropFilter : public FabricFrameReceiver
         m_inner->NotifyLinkChange(p, up);
     }
 
+  protected:
+    FabricFrameReceiver* m_inner;
+};
+
+/// Drops chosen data frames arriving at a port (by arrival count), forwarding all else.
+class DropFilter : public ForwardingReceiver
+{
+  public:
+    DropFilter(FabricFrameReceiver* inner, std::set<uint64_t> drop)
+        : ForwardingReceiver(inner)
+        , m_drop(std::move(drop))
+    {
+    }
+
+    void ReceiveFrame(FabricNetDevice* port, FabricFrame&& f) override
+    {
+        if (f.tc != 6 && m_drop.count(m_seen++) != 0)
+        {
+            ++dropped;
+            return;
+        }
+        m_inner->ReceiveFrame(port, std::move(f));
+    }
+
     uint64_t dropped{0};
 
     /// Data frames that arrived so far (dropped or not).
     uint64_t Seen() const { return m_seen; }
 
   private:
-    FabricFrameReceiver* m_inner;
     std::set<uint64_t> m_drop;
     uint64_t m_seen{0};
 };
