@@ -431,8 +431,8 @@ EstimatePeakMemory(const RunSpec& spec)
     double trafficCap = 0;
     double queuePairs = 0;
     double connections = 0;
-    const uint64_t nicBytesPerSecond =
-        static_cast<uint64_t>(spec.topology.nicPortGbps * 1e9 / 8) * g.planes;
+    // What NCCL's cost model sees of a NIC: each accelerator's share of it.
+    const uint64_t nicBytesPerSecond = spec.topology.AcceleratorBytesPerSecond();
 
     if (spec.workloadKind == "raw")
     {
@@ -491,11 +491,7 @@ EstimatePeakMemory(const RunSpec& spec)
             cfg.maxChannels = w.channels;
             cfg.qpsPerConnection = w.qpsPerConnection;
             cfg.ranksPerHost = w.ranksPerHost;
-            for (NcclProto p : {NcclProto::LL, NcclProto::LL128, NcclProto::Simple})
-            {
-                cfg.protocol =
-                    ToString(p) == w.protocol ? std::optional<NcclProto>(p) : cfg.protocol;
-            }
+            cfg.protocol = NcclProtoOf(w.protocol);
             // Each size runs in a world of its own (fabric, NICs and QPs built anew), its
             // warm-up and timed iterations on one communicator: the largest size's counts.
             const bool lastUseOnly = w.warmupIterations + w.iterations <= 1;

@@ -254,19 +254,6 @@ BuildEndpoint(const TopologySpec& t)
     return f.Create<NcclEndpoint>()->Get();
 }
 
-std::optional<NcclProto>
-ProtocolOf(const std::string& name)
-{
-    for (NcclProto p : {NcclProto::LL, NcclProto::LL128, NcclProto::Simple})
-    {
-        if (ToString(p) == name)
-        {
-            return p;
-        }
-    }
-    return std::nullopt; // auto
-}
-
 /// The scale-up domains of a topology with accelerator hosts (null when every NIC is a host).
 std::unique_ptr<ScaleUpFabric>
 BuildScaleUp(const TopologySpec& t)
@@ -325,7 +312,7 @@ CollectiveConfigOf(const RunSpec& spec)
     cfg.reducePsPerByte = w.reducePsPerByte;
     cfg.ranksPerHost =
         spec.topology.acceleratorsPerHost > 1 ? spec.topology.acceleratorsPerHost : w.ranksPerHost;
-    cfg.protocol = ProtocolOf(w.protocol);
+    cfg.protocol = NcclProtoOf(w.protocol);
     cfg.pxn = w.pxn;
     cfg.endpoint = BuildEndpoint(spec.topology);
     return cfg;
@@ -1440,12 +1427,9 @@ CollectiveChoices(const RunSpec& spec)
         return nullptr;
     }
     const CollectiveWorkloadSpec& w = spec.collective;
-    const auto& g = spec.topology.geometry;
     uint32_t k = w.placement == "explicit"
                      ? static_cast<uint32_t>(w.nics.size())
                      : (w.ranks == 0 ? spec.topology.Accelerators() : w.ranks);
-    const uint64_t nicBytesPerSecond =
-        static_cast<uint64_t>(spec.topology.nicPortGbps * 1e9 / 8) * g.planes;
     CollectiveConfig cfg = CollectiveConfigOf(spec);
     if (k % cfg.ranksPerHost != 0)
     {
@@ -1456,7 +1440,7 @@ CollectiveChoices(const RunSpec& spec)
     {
         CollectiveChoice c =
             Communicator::ChooseFor(CollectiveOpOf(w.op), CollectiveAlgorithmOf(w.algorithm), size,
-                                    k, nicBytesPerSecond, cfg);
+                                    k, spec.topology.AcceleratorBytesPerSecond(), cfg);
         nlohmann::json e = {{"size_bytes", size},
                             {"algorithm", ToString(c.algorithm)},
                             {"protocol", ToString(c.protocol)},

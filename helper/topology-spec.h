@@ -60,6 +60,12 @@ struct TopologySpec
 
     /// Accelerators: the ranks collectives and jobs place.
     uint32_t Accelerators() const { return nics * acceleratorsPerNic; }
+    /// An accelerator's share of its NIC (every plane's port), bytes/s: what NCCL's cost
+    /// model sees, as Communicator derives it from the NICs it runs on.
+    uint64_t AcceleratorBytesPerSecond() const
+    {
+        return static_cast<uint64_t>(nicPortGbps * 1e9 / 8) * planes / acceleratorsPerNic;
+    }
     std::optional<double> nicTxLatencyNs; //!< unset: the RdmaNic attribute defaults
     std::optional<double> nicRxLatencyNs;
     std::optional<double> scaleUpGbps; //!< unset: the ScaleUpDomain attribute defaults

@@ -289,6 +289,20 @@ with tempfile.TemporaryDirectory() as tmp:
     check(flows == [{"src": 1, "dst": 0}],
           f"--set a[0].b: exit {r.returncode}, {r.stderr.strip()}")
 
+    # --dry-run's picks are the run's, also when accelerators share a NIC (each sees its share).
+    shared = shared_topology(2, 32)
+    args = [COLL, "--set", "topology=" + shared, "--set", "workload.sizes_bytes=[8388608]",
+            "--variant", "MetaRoCE"]
+    r = run(args + ["--dry-run"])
+    picks = json.loads(r.stdout)["collective_choices"] if r.returncode == 0 else []
+    o = os.path.join(tmp, "shared-run.json")
+    r2 = run(args + ["--quiet", "--out", o])
+    ran = json.load(open(o))["runs"][0]["metrics"] if r2.returncode == 0 else {}
+    check(len(picks) == 1 and picks[0]["channels"] == ran.get("channels") and
+          picks[0]["protocol"] == ran.get("protocol"),
+          f"dry-run picks {picks} differ from the run's {ran.get('channels')} channels "
+          f"({r.stderr.strip()} {r2.stderr.strip()})")
+
     # --dry-run resolves and reports the fabric without running it.
     r = run([SCENARIO, "--dry-run", "--set", "duration_us=10"])
     check(r.returncode == 0, f"--dry-run exit {r.returncode}: {r.stderr}")

@@ -10,6 +10,19 @@ namespace metaroce
 NS_LOG_COMPONENT_DEFINE("NcclProtocol");
 NS_OBJECT_ENSURE_REGISTERED(NcclEndpoint);
 
+std::optional<NcclProto>
+NcclProtoOf(const std::string& name)
+{
+    for (NcclProto p : {NcclProto::LL, NcclProto::LL128, NcclProto::Simple})
+    {
+        if (ToString(p) == name)
+        {
+            return p;
+        }
+    }
+    return std::nullopt;
+}
+
 uint64_t
 ProtocolWireBytes(NcclProto p, uint64_t bytes)
 {

@@ -29,11 +29,17 @@
 #include "ns3/object.h"
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 namespace ns3
 {
 namespace metaroce
 {
+
+/// The protocol NCCL_PROTO names ("LL", "LL128", "Simple"); nullopt for anything else ("auto":
+/// NCCL's cost model picks).
+std::optional<NcclProto> NcclProtoOf(const std::string& name);
 
 /// Bytes a protocol puts on the wire for `bytes` of data (whole lines for LL and LL128).
 uint64_t ProtocolWireBytes(NcclProto p, uint64_t bytes);
