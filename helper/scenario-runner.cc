@@ -414,15 +414,22 @@ ConfigureTransport(const TransportSpec& t, QueuePairFactory& f)
         f.Set(k, StringValue(v));
     }
     f.Set("CongestionControl", TypeIdValue(TypeId::LookupByName(t.ccType)));
+    // Congestion-control and rate-hint objects are created by the QPs and NICs themselves:
+    // their overrides go in as defaults for this run and are restored after it.
     std::vector<std::pair<std::string, std::string>> restore;
-    for (const auto& [k, v] : t.ccAttributes)
+    auto setDefaults = [&restore](const std::string& type, const auto& attributes)
     {
-        TypeId::AttributeInformation info;
-        TypeId::LookupByName(t.ccType).LookupAttributeByName(k, &info);
-        restore.emplace_back(t.ccType + "::" + k,
-                             info.initialValue->SerializeToString(info.checker));
-        Config::SetDefault(t.ccType + "::" + k, StringValue(v));
-    }
+        for (const auto& [k, v] : attributes)
+        {
+            TypeId::AttributeInformation info;
+            TypeId::LookupByName(type).LookupAttributeByName(k, &info);
+            restore.emplace_back(type + "::" + k,
+                                 info.initialValue->SerializeToString(info.checker));
+            Config::SetDefault(type + "::" + k, StringValue(v));
+        }
+    };
+    setDefaults(t.ccType, t.ccAttributes);
+    setDefaults("ns3::metaroce::MetaRoceRateHint", t.hintAttributes);
     return restore;
 }
 
@@ -672,6 +679,7 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         sum.spuriousRetransmissions += c.spuriousRetransmissions;
         sum.timeouts += c.timeouts;
         sum.dataPacketsSent += c.dataPacketsSent;
+        sum.acksSent += d.acksSent;
         sum.naksSent += d.naksSent;
         sum.cnpsSent += d.cnpsSent;
         sum.duplicatePackets += d.duplicatePackets;
@@ -722,6 +730,7 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         {"retransmitted_packets", sum.retransmittedPackets},
         {"spurious_retransmissions", sum.spuriousRetransmissions},
         {"timeouts", sum.timeouts},
+        {"acks", sum.acksSent},
         {"naks", sum.naksSent},
         {"cnps", sum.cnpsSent},
         {"duplicate_packets", sum.duplicatePackets},
@@ -740,6 +749,17 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
                              {"fct_us", r.lastDonePs < 0 ? -1.0 : (r.lastDonePs - startPs) / 1e6}});
         }
         rec.flows = flows;
+    }
+    if (!qps.empty())
+    {
+        // What a full data frame and an ACK take on the wire: with the ACK count, the share of
+        // a link that ACKs take from data coming the other way.
+        bool meta = metaQps > 0;
+        rec.counters["data_frame_wire_bytes"] =
+            FrameWireBytes(RdmaHeader::SizeOf(meta ? RdmaOpcode::PathData : RdmaOpcode::Data) +
+                           qps[0].tx->GetMtu());
+        rec.counters["ack_frame_wire_bytes"] =
+            FrameWireBytes(RdmaHeader::SizeOf(meta ? RdmaOpcode::PathAck : RdmaOpcode::Ack));
     }
     if (w.victim)
     {
@@ -1361,6 +1381,9 @@ ResultColumns(const std::string& workloadKind)
                           "retransmitted_packets",
                           "spurious_retransmissions",
                           "timeouts",
+                          "acks",
+                          "data_frame_wire_bytes",
+                          "ack_frame_wire_bytes",
                           "naks",
                           "cnps",
                           "duplicate_packets",

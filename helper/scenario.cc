@@ -551,6 +551,12 @@ ParseTransport(const JsonReader& t)
     }
     s.qpAttributes = ParseAttributes(t, "attributes", TypeId::LookupByName(s.qpType));
     s.ccAttributes = ParseAttributes(t, "cc_attributes", ccTid);
+    if (t.Has("hint_attributes") && s.kind != "metaroce")
+    {
+        t.Fail("hint_attributes", "rate hints are MetaRoCE's; this transport is " + s.kind);
+    }
+    s.hintAttributes = ParseAttributes(t, "hint_attributes",
+                                       TypeId::LookupByName("ns3::metaroce::MetaRoceRateHint"));
     t.Finish();
     return s;
 }

@@ -106,6 +106,8 @@ struct TransportSpec
     std::string ccType;
     std::vector<std::pair<std::string, std::string>> qpAttributes;
     std::vector<std::pair<std::string, std::string>> ccAttributes;
+    /// MetaRoCE only: the receiver's rate-hint tracker (one per NIC).
+    std::vector<std::pair<std::string, std::string>> hintAttributes;
 };
 
 struct FaultSpec

@@ -16,6 +16,7 @@ SCENARIO = os.path.join(ROOT, "scenarios", "fabric-ecmp-collisions.json")
 STREAMS = os.path.join(ROOT, "scenarios", "multiplane-bidirectional.json")
 JOB = os.path.join(ROOT, "scenarios", "job-moe-training-step.json")
 COLL = os.path.join(ROOT, "scenarios", "collectives-64gpu-allreduce.json")
+INCAST = os.path.join(ROOT, "scenarios", "incast.json")
 failures = []
 
 
@@ -170,6 +171,14 @@ with tempfile.TemporaryDirectory() as tmp:
          "transport.cc_attributes.AdditiveIncrease: '1.5x' is not a valid value"),
         (lambda: [STREAMS, "--set", "transport.cc_attributes.AdditiveIncrease=nan"],
          "transport.cc_attributes.AdditiveIncrease: 'nan' is not a valid value"),
+        # The receiver's rate-hint tracker: MetaRoCE's attributes only.
+        (lambda: [INCAST, "--set", "transport.hint_attributes.Utilisation=0.9"],
+         "transport.hint_attributes.Utilisation: not an attribute of ns3::metaroce::MetaRoceRateHint"),
+        (lambda: [INCAST, "--set", "transport.hint_attributes.Utilization=2"],
+         "transport.hint_attributes.Utilization: '2' is not a valid value"),
+        (lambda: [INCAST, "--variant", "rocev2 PFC only", "--set",
+                  "transport.hint_attributes.Utilization=0.9"],
+         "transport.hint_attributes: rate hints are MetaRoCE's; this transport is rocev2"),
         # ...and this one was silently replaced by the transport's congestion control.
         (lambda: [STREAMS, "--set", "transport.attributes.CongestionControl=ns3::Object"],
          "transport.attributes.CongestionControl: set by transport.congestion_control"),
@@ -288,6 +297,23 @@ with tempfile.TemporaryDirectory() as tmp:
         if r.returncode == 0 else None
     check(flows == [{"src": 1, "dst": 0}],
           f"--set a[0].b: exit {r.returncode}, {r.stderr.strip()}")
+
+    # A rate-hint attribute reaches the receivers of its run, and only of its run: a lower
+    # Utilization leaves the incast a shorter queue; the next variant is back at the default.
+    o = os.path.join(tmp, "hint.json")
+    hinted = "metaroce, rate hints"
+    r = run([INCAST, "--quiet", "--variant", hinted, "--out", o])
+    dflt = json.load(open(o))["runs"][0]["metrics"] if r.returncode == 0 else {}
+    scen = json.load(open(INCAST))
+    v = next(x for x in scen["variants"] if x["name"] == hinted)
+    low = dict(v, name="low", set={"transport.hint_attributes": {"Utilization": 0.9}})
+    mixed = write(tmp, "hint-mixed.json", dict(scen, variants=[low, v]))
+    r = run([mixed, "--quiet", "--out", o])
+    runs = {x["variant"]: x["metrics"] for x in json.load(open(o))["runs"]} \
+        if r.returncode == 0 else {}
+    check(dflt and runs and runs["low"]["steady_queue_bytes"] < 0.5 * dflt["steady_queue_bytes"]
+          and all(runs[hinted][k] == dflt[k] for k in ("completion_us", "steady_queue_bytes")),
+          f"hint_attributes: exit {r.returncode} {r.stderr.strip()}; default {dflt}, runs {runs}")
 
     # --dry-run's picks are the run's, also when accelerators share a NIC (each sees its share).
     shared = shared_topology(2, 32)

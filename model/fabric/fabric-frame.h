@@ -37,6 +37,15 @@ constexpr uint32_t kWireOverheadBytes = kL2L3HeaderBytes + kFrameTrailerBytes + 
 /// Ethernet's minimum frame (headers + payload + FCS) is 64 B.
 constexpr uint32_t kMinFrameBytes = 64;
 
+/// Bytes a frame whose IP packet is `ipPayload` bytes after the IP and UDP headers takes on
+/// the wire: headers, FCS, padding to the minimum frame, preamble and inter-frame gap.
+constexpr uint32_t
+FrameWireBytes(uint32_t ipPayload)
+{
+    uint32_t frame = ipPayload + kL2L3HeaderBytes + kFrameTrailerBytes;
+    return (frame < kMinFrameBytes ? kMinFrameBytes : frame) + kPreambleIfgBytes;
+}
+
 /// ECN codepoints of the IP header.
 enum EcnCodepoint : uint8_t
 {
@@ -172,8 +181,7 @@ struct FabricFrame
         entropy = e;
         tc = t;
         ecn = n;
-        uint32_t frame = ipPayload + kL2L3HeaderBytes + kFrameTrailerBytes;
-        wireBytes = (frame < kMinFrameBytes ? kMinFrameBytes : frame) + kPreambleIfgBytes;
+        wireBytes = FrameWireBytes(ipPayload);
     }
 };
 
