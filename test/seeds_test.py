@@ -2,7 +2,7 @@
 """Properties the seeds state, end to end through metaroce-sim: a collective takes as long
 after another collective in the same world as alone (no state of finished work carries into
 new work); the steady-state throughput of long-lived connections is the mean of the time
-series' bins after the warm-up.
+series' bins after the warm-up; a connection grows its paths also when all its messages were posted at once.
 
 usage: seeds_test.py METAROCE_SIM REPO_ROOT
 """
@@ -60,6 +60,19 @@ with tempfile.TemporaryDirectory() as tmp:
     # 64 NICs x 4 x 100G: no more than the payload of every receiver's links.
     check(0.5 * 64 * 400 * 4096 / 4210 < steady <= 64 * 400 * 4096 / 4210,
           f"steady_goodput_gbps {steady} outside (half, all) of the receivers' capacity")
+
+    # A connection whose messages are all posted at once (16 outstanding of 16) grows its
+    # paths when every window is full, as one posting more later does: 1.5 ms RTT, 800G.
+    out = os.path.join(tmp, "grow.json")
+    r = subprocess.run([SIM, os.path.join(ROOT, "scenarios", "scale-across-one.json"), "--quiet",
+                        "--variant", "MaxPaths 64", "--set", "workload.messages_per_qp=16",
+                        "--set", "duration_us=20000", "--set", "outputs.steady_from_us=10000",
+                        "--out", out], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    paths = json.load(open(out))["runs"][0]["metrics"]["max_active_paths"] \
+        if r.returncode in (0, 3) else 0
+    print(f"all messages posted at once: {paths} paths")
+    check(paths == 64, f"all messages posted at once: {paths} paths, expected MaxPaths (64); "
+          f"exit {r.returncode}: {r.stderr.strip()}")
 
 if failures:
     print(f"{len(failures)} failure(s)")

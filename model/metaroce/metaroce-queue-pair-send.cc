@@ -272,7 +272,15 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
             ArmTimer(now + tail);
         }
     }
-    bool more = HasData() && SelectPath(port, now) >= 0 && QpWindowOpen() &&
+    bool data = HasData();
+    bool path = data && SelectPath(port, now) >= 0;
+    if (data && !path)
+    {
+        // The NIC will not pull again before an ACK: this is where the sender finds itself
+        // window-limited (the next pull that would have found it is never made).
+        m_tx->paths.NoteWindowLimited();
+    }
+    bool more = path && QpWindowOpen() &&
                 (m_tx->paths.Window().rateBps >= m_tx->paths.Window().lineRateBps ||
                  m_tx->paceVirtPs <= now);
     return more ? PullResult::More : PullResult::Sent;
