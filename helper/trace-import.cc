@@ -1047,11 +1047,11 @@ CompleteTrace(const TraceJob& in, uint32_t ranks)
                 {
                     throw InputError(first[i]->source + ": " + what + " has no such collective (" +
                                      std::to_string(seq.size()) + " on the group), rank " +
-                                     std::to_string(firstRank) + " runs a " + Describe(*first[i]));
+                                     std::to_string(firstRank) + " runs " + Describe(*first[i]));
                 }
                 if (i >= first.size())
                 {
-                    throw InputError(seq[i]->source + ": " + what + " runs a " + Describe(*seq[i]) +
+                    throw InputError(seq[i]->source + ": " + what + " runs " + Describe(*seq[i]) +
                                      ", rank " + std::to_string(firstRank) + " has " +
                                      std::to_string(first.size()) + " collectives on the group");
                 }
@@ -1061,8 +1061,8 @@ CompleteTrace(const TraceJob& in, uint32_t ranks)
                     throw InputError(
                         seq[i]->source + ": " +
                         (seq[i]->kind != first[i]->kind ? "Collective name" : "In msg nelems") +
-                        ": " + what + " runs a " + Describe(*seq[i]) + ", rank " +
-                        std::to_string(firstRank) + " a " + Describe(*first[i]) + " (" +
+                        ": " + what + " runs " + Describe(*seq[i]) + ", rank " +
+                        std::to_string(firstRank) + " " + Describe(*first[i]) + " (" +
                         first[i]->source + ")");
                 }
             }
