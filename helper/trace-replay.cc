@@ -157,6 +157,13 @@ ParseTraceWorkload(const JsonReader& w, const TopologySpec& topo)
             }
         };
         TraceJob imported = named("file", [&]() { return ImportTrace(t.files, opts); });
+        // Before completing it: a one-rank trace of a huge world would copy its rank that often.
+        if (imported.worldSize > topo.Accelerators())
+        {
+            w.Fail("file", "the trace's world has " + std::to_string(imported.worldSize) +
+                               " ranks, the topology " + std::to_string(topo.Accelerators()) +
+                               " accelerators");
+        }
         if (w.Has("gap_us") && imported.format != "nccl-log")
         {
             w.Fail("gap_us", "applies to NCCL logs only (a profiler trace's timestamps give the "

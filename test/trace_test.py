@@ -90,6 +90,14 @@ with tempfile.TemporaryDirectory() as tmp:
         waits = [e for e in tl if e["rank"] == 0 and e["what"] == "wait"]
         check(len(waits) == 1 and close(waits[0]["end_us"] - waits[0]["start_us"], 200),
               f"timeline: rank 0 waits 200 us for rank 3: {waits}")
+    # Every column a trace run writes is one outputs.table accepts (ResultColumns("trace")).
+    rc3, _, err3, _ = run(tmp, "columns", scenario({"kind": "trace", "file": KNOWN},
+                                                   outputs={"table": ["?"]}), ["--dry-run"])
+    allowed = err3.split("must be one of ")[-1].split(", got")[0].split(", ")
+    with open(os.path.join(tmp, "known-out.csv")) as f:
+        header = f.readline().strip().split(",")[2:]
+    check(rc3 == 2 and all(c in allowed for c in header),
+          f"columns outputs.table rejects: {[c for c in header if c not in allowed]}")
     check("wait x4" in err and err.count("not replayed") == 1,
           f"harmless events reported once: {err!r}")
 
