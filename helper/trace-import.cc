@@ -21,6 +21,9 @@ namespace metaroce
 
 namespace
 {
+/// Largest trace read, uncompressed: far above a real job's, and a bound on a gzip bomb.
+constexpr std::size_t kMaxTraceBytes = std::size_t{8} << 30;
+
 /// A file's contents, gunzipped if it is gzip (zlib reads plain files as they are).
 std::string
 ReadMaybeGzip(const std::string& path)
@@ -55,6 +58,12 @@ ReadMaybeGzip(const std::string& path)
             break;
         }
         out.append(buf.data(), static_cast<std::size_t>(n));
+        if (out.size() > kMaxTraceBytes)
+        {
+            gzclose(f);
+            throw InputError(path + ": larger than " + std::to_string(kMaxTraceBytes >> 30) +
+                             " GiB (uncompressed)");
+        }
     }
     gzclose(f);
     return out;

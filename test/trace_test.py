@@ -155,6 +155,78 @@ with tempfile.TemporaryDirectory() as tmp:
               f"shared trace: first all-reduce {r[2]['bytes']} B, {r[2].get('recorded_us')} us")
         check(r[0]["skipped_events"] == "wait x6", "shared trace: 6 waits")
 
+    # -- Two process groups on two streams: a collective on one overlaps the compute gap on the
+    # other, so the exposed time is the communication less that overlap (from the timeline).
+    def two_streams(r):
+        ev = []
+        for i, (pg, stream, ts, n) in enumerate([("0", 20, 1000, 1 << 20), ("1", 21, 1000, 1 << 24),
+                                                 ("0", 20, 1300, 1 << 20)]):
+            ev.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1,
+                       "tid": 1, "ts": ts - 1 + i * 0.1, "dur": 1,
+                       "args": {"External id": i + 1, "Collective name": "allreduce",
+                                "In msg nelems": n, "Out msg nelems": n, "dtype": "Float",
+                                "Group size": 2, "Process Group Name": pg,
+                                "Process Group Ranks": "[0, 1]"}})
+            ev.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0,
+                       "tid": stream, "ts": ts, "dur": 100,
+                       "args": {"External id": i + 1, "stream": stream}})
+        return {"distributedInfo": {"rank": r, "world_size": 2}, "traceEvents": ev}
+    files = []
+    for r in range(2):
+        files.append(os.path.join(tmp, "streams-%d.json" % r))
+        with open(files[-1], "w") as f:
+            json.dump(two_streams(r), f)
+    rc, _, err, res = run(tmp, "streams", scenario({"kind": "trace", "file": files}))
+    check(rc == 0, f"two streams: exit {rc}: {err}")
+    if res:
+        m = rows(res)[0]
+        tl = res["runs"][0]["timeline"]
+
+        def union(iv):
+            out = []
+            for a, b in sorted(iv):
+                if out and a <= out[-1][1]:
+                    out[-1][1] = max(out[-1][1], b)
+                else:
+                    out.append([a, b])
+            return out
+        comm = union([(e["start_us"], e["end_us"]) for e in tl
+                      if e["rank"] == 0 and e["what"] in ("wait", "collective")])
+        comp = union([(e["start_us"], e["end_us"]) for e in tl
+                      if e["rank"] == 0 and e["what"] == "compute"])
+        total = sum(b - a for a, b in comm)
+        over = sum(max(0, min(b, d) - max(a, c)) for a, b in comm for c, d in comp)
+        check(over > 0 and close(m["comm_us"], total, 1e-6) and
+              close(m["exposed_comm_us"], total - over, 1e-6),
+              f"exposed communication: {m['comm_us']} {m['exposed_comm_us']} vs {total} {over}")
+
+    # -- Refused: an all-to-all over the whole world cannot be scaled; NCCL's Send cannot run.
+    with open(KNOWN[0]) as f:
+        d = json.load(f)
+    d["traceEvents"][2]["args"]["Collective name"] = "all_to_all"
+    d["traceEvents"][6]["args"]["Collective name"] = "all_to_all"
+    a2a = os.path.join(tmp, "a2a-trace.json")
+    with open(a2a, "w") as f:
+        json.dump(d, f)
+    rc, _, err, res = run(tmp, "a2a", scenario({"kind": "trace", "file": a2a, "scale_to": 8}))
+    check(rc == 2 and "workload.scale_to" in err and "all-to-all over the whole world" in err,
+          f"an all-to-all on the world is not scaled: {rc} {err}")
+    rc, _, err, res = run(tmp, "a2a-ok", scenario({"kind": "trace", "file": a2a}))
+    check(rc == 0 and res and rows(res)[0]["op"] == "alltoall", f"all-to-all replayed: {rc} {err}")
+    send = os.path.join(tmp, "send-trace.log")
+    with open(send, "w") as f:
+        f.write("h:7:7 [0] NCCL INFO Send: opCount 1 sendbuff 0x1 recvbuff 0x0 count 8 datatype 0 "
+                "op 0 root 1 comm 0xabc [nranks=2] stream 0xdef\n")
+    rc, _, err, res = run(tmp, "send", scenario({"kind": "trace", "file": send}))
+    check(rc == 2 and "line 1" in err and '"Send" cannot be replayed' in err,
+          f"point-to-point refused: {rc} {err}")
+
+    # -- Deterministic: the same trace twice gives the same CSV.
+    run(tmp, "again", scenario({"kind": "trace", "file": KNOWN}))
+    with open(os.path.join(tmp, "known-out.csv")) as f1, \
+            open(os.path.join(tmp, "again-out.csv")) as f2:
+        check(f1.read() == f2.read(), "a replay is deterministic")
+
     # -- Unfinished: the run's time limit ends it inside the second all-reduce: exit 3, written.
     rc, _, err, res = run(tmp, "short", scenario({"kind": "trace", "file": KNOWN},
                                                  duration_us=150))
