@@ -1476,6 +1476,8 @@ ResultColumns(const std::string& workloadKind)
                         "ranks",
                         "iteration_us",
                         "recorded_iteration_us",
+                        "steps",
+                        "step_us",
                         "comm_us",
                         "exposed_comm_us",
                         "collectives_completed",

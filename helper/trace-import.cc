@@ -122,7 +122,9 @@ KindOfTorchName(const std::string& name)
         }
     }
     auto starts = [&](const char* p) { return n.rfind(p, 0) == 0; };
-    if (n == "wait" || n == "barrier")
+    // wait: a stream waits for a collective; barrier: a one-element all-reduce; coalesced: the
+    // end of a group of calls each recorded on its own; init: a process group's creation.
+    if (n == "wait" || n == "barrier" || n == "coalesced" || n == "init")
     {
         return "skip";
     }
@@ -242,6 +244,7 @@ ImportProfiler(const std::string& file, const std::string& text, TraceJob& job, 
     std::map<int64_t, Kernel> kernels; // NCCL kernels by External id
     double minKernelTs = std::numeric_limits<double>::infinity();
     double minCpuTs = std::numeric_limits<double>::infinity();
+    std::set<std::string> steps; // the profiler's steps (ProfilerStep#N)
     std::string topKey;
     uint64_t eventIndex = 0;
     bool sawEvents = false;
@@ -305,6 +308,11 @@ ImportProfiler(const std::string& file, const std::string& text, TraceJob& job, 
                 else if (c == "cpu_op" && timed)
                 {
                     minCpuTs = std::min(minCpuTs, ts->get<double>());
+                }
+                else if (c == "user_annotation" && name != parsed.end() && name->is_string() &&
+                         name->get_ref<const std::string&>().rfind("ProfilerStep#", 0) == 0)
+                {
+                    steps.insert(name->get<std::string>());
                 }
             }
             if (name != parsed.end() && name->is_string() &&
@@ -579,6 +587,7 @@ ImportProfiler(const std::string& file, const std::string& text, TraceJob& job, 
         tr.ops.push_back(std::move(r.op));
     }
     tr.recordedSpanUs = gpu ? lastEnd - origin : -1;
+    job.steps = std::max(job.steps, static_cast<uint32_t>(steps.size()));
 }
 
 /// The words of a line after `from`, split on spaces.
@@ -1108,6 +1117,7 @@ CompleteTrace(const TraceJob& in, uint32_t ranks)
     out.format = job.format;
     out.timing = job.timing;
     out.skipped = job.skipped;
+    out.steps = job.steps;
     out.worldSize = ranks;
     out.scaledFrom = w;
     // copyOf[g][k]: the group replica k uses for the trace's group g.

@@ -61,6 +61,7 @@ struct TraceJob
     //! events that move no data, counted by name (reported once, not replayed)
     std::map<std::string, uint64_t> skipped;
     uint32_t scaledFrom{0}; //!< the trace's world size when scaled (0: not scaled)
+    uint32_t steps{0};      //!< profiler steps the trace covers (ProfilerStep#N; 0: unknown)
 };
 
 struct TraceImportOptions

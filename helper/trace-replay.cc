@@ -592,6 +592,12 @@ TraceReplay::Records(const RunSpec& spec) const
         {
             m["recorded_iteration_us"] = recordedSpan;
         }
+        if (m_job.steps > 0)
+        {
+            // the window holds the profiler's steps: their mean, as a training step's time
+            m["steps"] = m_job.steps;
+            m["step_us"] = iterPs / 1e6 / m_job.steps;
+        }
         m["comm_us"] = commSum / n / 1e6;
         m["exposed_comm_us"] = exposedSum / n / 1e6;
         m["collectives_completed"] = m_done;

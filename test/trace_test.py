@@ -101,6 +101,17 @@ with tempfile.TemporaryDirectory() as tmp:
     check("wait x4" in err and err.count("not replayed") == 1,
           f"harmless events reported once: {err!r}")
 
+    # The end of a coalesced group is counted, not replayed, like a wait.
+    with open(KNOWN[0]) as f:
+        d = json.load(f)
+    d["traceEvents"][4]["args"]["Collective name"] = "coalesced"
+    coal = os.path.join(tmp, "coalesced-trace.json")
+    with open(coal, "w") as f:
+        json.dump(d, f)
+    rc, _, err, res = run(tmp, "coalesced", scenario({"kind": "trace", "file": coal}))
+    check(rc == 0 and res and rows(res)[0]["skipped_events"] == "coalesced x1" and
+          len(rows(res)) == 2, f"coalesced skipped: {rc} {err}")
+
     # One rank's trace: the others run its collectives (every group holds them all).
     rc, _, err, res = run(tmp, "one", scenario({"kind": "trace", "file": KNOWN[0]}))
     check(rc == 0, f"one rank's trace: exit {rc}: {err}")
@@ -154,6 +165,8 @@ with tempfile.TemporaryDirectory() as tmp:
         check(r[2]["bytes"] == 2049000 * 4 and r[2]["recorded_us"] == 3306.963,
               f"shared trace: first all-reduce {r[2]['bytes']} B, {r[2].get('recorded_us')} us")
         check(r[0]["skipped_events"] == "wait x6", "shared trace: 6 waits")
+        check(r[0]["steps"] == 3 and close(r[0]["step_us"], r[0]["iteration_us"] / 3),
+              f"shared trace: 3 profiler steps: {r[0].get('steps')}")
 
     # -- Two process groups on two streams: a collective on one overlaps the compute gap on the
     # other, so the exposed time is the communication less that overlap (from the timeline).
