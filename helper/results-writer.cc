@@ -45,6 +45,10 @@ ResultsJson(const std::string& scenario, const std::vector<RunRecord>& runs)
         {
             run["paths"] = r.paths;
         }
+        if (!r.timeline.is_null())
+        {
+            run["timeline"] = r.timeline;
+        }
         j["runs"].push_back(run);
     }
     return j;

@@ -9,6 +9,7 @@
 #include "rdma-helper.h"
 #include "run-supervisor.h"
 #include "run-watchdog.h"
+#include "trace-replay.h"
 
 #include "ns3/config.h"
 #include "ns3/log.h"
@@ -1223,6 +1224,45 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
     }
     return out;
 }
+
+/// A recorded job replayed (trace-replay.h) on the run's transport.
+std::vector<RunRecord>
+RunTrace(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress)
+{
+    TransportSetup setup(spec.transport, fabric, stream);
+    const std::vector<Ptr<RdmaNic>> nics = AcceleratorNics(spec.topology, setup.nics);
+    auto scaleUp = BuildScaleUp(spec.topology);
+    CollectiveConfig cfg;
+    cfg.scaleUp = scaleUp.get();
+    cfg.endpoint = BuildEndpoint(spec.topology);
+    TraceReplay replay(*spec.trace.job,
+                       TracePlacement(spec.trace, static_cast<uint32_t>(nics.size())), &nics,
+                       setup.rdma.QpFactory(), cfg, spec.topology.acceleratorsPerHost);
+    // Compute gaps place no payload: the stall interval counts from the longest one's end.
+    RunSpec watched = spec;
+    int64_t longestGapPs = 0;
+    for (const auto& r : spec.trace.job->ranks)
+    {
+        for (const auto& op : r.ops)
+        {
+            longestGapPs = std::max(longestGapPs, op.gapPs);
+        }
+    }
+    if (watched.stallUs > 0)
+    {
+        watched.stallUs += longestGapPs / 1e6;
+    }
+    Simulator::ScheduleNow(&TraceReplay::Start, &replay);
+    RunSupervisor supervisor(watched, fabric, &setup.nics, Time(0));
+    supervisor.Run(progress, MicroSeconds(1) * spec.durationUs, [&]() { return replay.Done(); });
+    std::vector<RunRecord> out = replay.Records(spec);
+    supervisor.Finish(out[0], replay.Unfinished());
+    for (auto& r : out)
+    {
+        r.metrics["ended_by"] = out[0].metrics["ended_by"];
+    }
+    return out;
+}
 } // namespace
 
 namespace
@@ -1265,6 +1305,10 @@ RunWorld(const RunSpec& spec, ProgressReporter& progress)
     else if (spec.workloadKind == "collective")
     {
         recs = RunCollective(spec, *fabric, stream, progress);
+    }
+    else if (spec.workloadKind == "trace")
+    {
+        recs = RunTrace(spec, *fabric, stream, progress);
     }
     else
     {
@@ -1436,6 +1480,37 @@ ResultColumns(const std::string& workloadKind)
         {"job", with({"phase", "op", "bytes", "group_size", "groups", "algorithm",
                       "iterations_completed", "time_us", "fastest_group_us", "busbw_gbytes_per_s",
                       "iteration_us", "payload_bytes_posted", "iterations"})},
+        {"trace", with({"collective",
+                        "op",
+                        "trace_name",
+                        "replayed_as",
+                        "bytes",
+                        "group",
+                        "group_size",
+                        "instances",
+                        "completed",
+                        "algorithm",
+                        "protocol",
+                        "channels",
+                        "nccl_model_us",
+                        "time_us",
+                        "start_us",
+                        "recorded_us",
+                        "ranks",
+                        "iteration_us",
+                        "recorded_iteration_us",
+                        "steps",
+                        "step_us",
+                        "comm_us",
+                        "exposed_comm_us",
+                        "collectives_completed",
+                        "collectives_total",
+                        "timing",
+                        "skipped_events",
+                        "qps",
+                        "retransmitted_packets",
+                        "timeouts",
+                        "data_packets_sent"})},
     };
     static const std::vector<std::string> none;
     auto it = columns.find(workloadKind);

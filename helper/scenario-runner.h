@@ -28,6 +28,7 @@ struct RunRecord
     nlohmann::json timeseries; //!< optional: [{time_us, goodput_gbps, ...}]
     nlohmann::json flows;      //!< optional: [{src, dst, bytes, fct_us}]
     nlohmann::json paths;      //!< optional: the first QP's paths over time (MetaRoCE)
+    nlohmann::json timeline;   //!< optional: a replayed trace's per-rank intervals
     /// What the run left undone ("" if nothing): one line for the warning on stderr.
     std::string unfinished;
     bool expectUnfinished{false}; //!< the scenario declares that unfinished work is expected

@@ -3,6 +3,7 @@
 #include "json-reader.h"
 #include "model/collective/communicator.h"
 #include "scenario-runner.h"
+#include "trace-replay.h"
 
 #include "ns3/string.h"
 #include "ns3/type-id.h"
@@ -619,7 +620,7 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
     run.checkInvariants = r.Bool("check_invariants", true);
     run.topology = ParseTopology(r.Raw("topology"), "topology");
     JsonReader w = r.Object("workload");
-    run.workloadKind = w.Choice("kind", {"raw", "streams", "collective", "job"});
+    run.workloadKind = w.Choice("kind", {"raw", "streams", "collective", "job", "trace"});
     if (run.workloadKind == "raw")
     {
         run.raw = ParseRaw(w, run.topology);
@@ -636,6 +637,11 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
     else if (run.workloadKind == "collective")
     {
         run.collective = ParseCollective(w, run.topology);
+        run.transport = ParseTransport(r.Object("transport"));
+    }
+    else if (run.workloadKind == "trace")
+    {
+        run.trace = ParseTraceWorkload(w, run.topology);
         run.transport = ParseTransport(r.Object("transport"));
     }
     else
@@ -677,6 +683,11 @@ ParseRun(const nlohmann::json& j, const std::string& variant)
                      "algbw_gbytes_per_s",
                      "busbw_gbytes_per_s",
                      "wrong"};
+    }
+    else if (run.workloadKind == "trace")
+    {
+        run.table = {"collective", "op",          "bytes",        "group_size", "algorithm",
+                     "time_us",    "recorded_us", "iteration_us", "comm_us",    "exposed_comm_us"};
     }
     else
     {
@@ -800,6 +811,24 @@ LoadScenarioText(const std::string& text, const std::string& file,
                 j["workload"].contains("job") && j["workload"]["job"].is_string())
             {
                 include(j["workload"]["job"], "workload.job");
+            }
+            // A trace is read by the workload's parser; its names are found as other files'.
+            if (j.contains("workload") && j["workload"].is_object() &&
+                j["workload"].value("kind", nlohmann::json()) == "trace" &&
+                j["workload"].contains("file"))
+            {
+                nlohmann::json& f = j["workload"]["file"];
+                if (f.is_string())
+                {
+                    f = ResolveFile(f.get<std::string>(), file);
+                }
+                for (auto& e : f.is_array() ? f : nlohmann::json::array())
+                {
+                    if (e.is_string())
+                    {
+                        e = ResolveFile(e.get<std::string>(), file);
+                    }
+                }
             }
         };
         resolve();

@@ -8,6 +8,7 @@
 
 #include "topology-spec.h"
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -98,6 +99,21 @@ struct JobWorkloadSpec
     std::vector<JobPhaseSpec> phases;
 };
 
+struct TraceJob;
+
+/// A recorded job replayed (trace-import.h, trace-replay.h).
+struct TraceWorkloadSpec
+{
+    std::vector<std::string> files; //!< one trace, one per rank, or an NCCL log
+    std::string format{"auto"};     //!< pytorch-profiler, nccl-log, auto (by content)
+    uint32_t scaleTo{0};            //!< 0: the trace's world
+    double gapUs{0};                //!< NCCL logs: compute before each collective
+    std::string placement{"contiguous"};
+    uint32_t stride{1};
+    std::vector<uint32_t> nics;          //!< explicit placement
+    std::shared_ptr<const TraceJob> job; //!< imported, completed and scaled when loaded
+};
+
 /// The transport of a run: a QP TypeId, its congestion control and attribute overrides.
 struct TransportSpec
 {
@@ -130,11 +146,12 @@ struct RunSpec
     uint64_t seed{1};
     double durationUs{0}; //!< raw: how long traffic flows; streams: the simulated-time limit
     TopologySpec topology;
-    std::string workloadKind; //!< "raw", "streams" or "collective"
+    std::string workloadKind; //!< "raw", "streams", "collective", "job" or "trace"
     RawWorkloadSpec raw;
     StreamsWorkloadSpec streams;
     CollectiveWorkloadSpec collective;
     JobWorkloadSpec job;
+    TraceWorkloadSpec trace;
     TransportSpec transport;
     double timeseriesBinUs{0}; //!< > 0: record delivered throughput per bin
     double steadyFromUs{-1};   //!< >= 0: mean throughput of the bins from here to the end
