@@ -1,0 +1,472 @@
+// The streams workload: RDMA messages over QPs of a traffic pattern.
+#include "fabric-helper.h"
+#include "memory-estimate.h"
+#include "model/collective/communicator.h"
+#include "model/fabric/raw-traffic.h"
+#include "model/metaroce/metaroce-queue-pair.h"
+#include "model/transport/scale-up.h"
+#include "rdma-helper.h"
+#include "run-context.h"
+#include "run-supervisor.h"
+#include "run-watchdog.h"
+#include "trace-replay.h"
+
+#include "ns3/config.h"
+#include "ns3/log.h"
+#include "ns3/object-factory.h"
+#include "ns3/rng-seed-manager.h"
+#include "ns3/simulator.h"
+#include "ns3/string.h"
+#include "ns3/uinteger.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <sstream>
+#include <sys/resource.h>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+/// RDMA streams over a transport.
+void
+RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& progress,
+           RunRecord& rec)
+{
+    const StreamsWorkloadSpec& w = spec.streams;
+    const TransportSpec& t = spec.transport;
+    TransportSetup setup(t, fabric, stream);
+    RdmaHelper& rdma = setup.rdma;
+    FastRng rng(static_cast<uint64_t>(stream++));
+    auto flows = PatternFlows(w.who, fabric.NumNics(), rng);
+    if (w.bidirectional)
+    {
+        std::size_t n = flows.size();
+        for (std::size_t i = 0; i < n; ++i)
+        {
+            flows.emplace_back(flows[i].second, flows[i].first);
+        }
+    }
+
+    struct QpRun
+    {
+        Ptr<QueuePair> tx;
+        Ptr<QueuePair> rx;
+        uint64_t posted{0};
+        std::map<std::pair<uint16_t, uint32_t>, int64_t> postedAt;
+        uint32_t src{0};
+        uint32_t dst{0};
+        int64_t lastDonePs{-1};
+    };
+
+    std::vector<QpRun> qps;
+    qps.reserve(flows.size() * w.qpsPerFlow);
+    std::vector<double> fctUs;
+    uint64_t completed = 0;
+    int64_t lastDonePs = 0;
+    const uint64_t total = flows.size() * w.qpsPerFlow * w.messagesPerQp;
+    const int64_t startPs = static_cast<int64_t>(w.startUs * 1e6);
+    for (const auto& [src, dst] : flows)
+    {
+        for (uint32_t q = 0; q < w.qpsPerFlow; ++q)
+        {
+            auto [a, b] = rdma.Connect(src, dst);
+            qps.push_back(QpRun{a, b, 0, {}, src, dst, -1});
+        }
+    }
+    // The victim: one message beside the pattern's traffic.
+    int64_t victimDonePs = -1;
+    bool victimPending = w.victim;
+    if (w.victim)
+    {
+        auto [a, b] = rdma.Connect(w.victimSrc, w.victimDst);
+        b->SetReceiveHandler(
+            [&](const RdmaCompletion& c)
+            {
+                victimDonePs = c.completedPs;
+                victimPending = false;
+                if (completed == total)
+                {
+                    Simulator::Stop();
+                }
+            });
+        Ptr<QueuePair> tx = a;
+        uint64_t vb = w.victimBytes;
+        Simulator::Schedule(PicoSeconds(startPs), [tx, vb]() { tx->PostSend(vb, 0, nullptr); });
+    }
+    std::function<void(std::size_t)> post = [&](std::size_t i)
+    {
+        QpRun& r = qps[i];
+        if (r.posted >= w.messagesPerQp)
+        {
+            return;
+        }
+        uint16_t st = static_cast<uint16_t>(r.posted % w.streamsPerQp);
+        ++r.posted;
+        uint32_t seq =
+            r.tx->PostSend(w.messageBytes, st, [&post, i](const RdmaCompletion&) { post(i); });
+        r.postedAt[{st, seq}] = Simulator::Now().GetPicoSeconds();
+    };
+    for (std::size_t i = 0; i < qps.size(); ++i)
+    {
+        qps[i].rx->SetReceiveHandler(
+            [&, i](const RdmaCompletion& c)
+            {
+                auto it = qps[i].postedAt.find({c.stream, c.seq});
+                if (it != qps[i].postedAt.end())
+                {
+                    fctUs.push_back((c.completedPs - it->second) / 1e6);
+                    qps[i].postedAt.erase(it);
+                }
+                ++completed;
+                qps[i].lastDonePs = c.completedPs;
+                lastDonePs = std::max(lastDonePs, c.completedPs);
+                if (completed == total && !victimPending)
+                {
+                    Simulator::Stop(); // done: timers still pending need not run
+                }
+            });
+        Simulator::Schedule(PicoSeconds(startPs),
+                            [&post, &w, i]()
+                            {
+                                for (uint32_t k = 0; k < w.outstandingPerQp; ++k)
+                                {
+                                    post(i);
+                                }
+                            });
+    }
+
+    // Optional time series: delivered throughput, and for an incast the bytes queued towards
+    // the target (every plane's last hop).
+    struct Sample
+    {
+        double timeUs;
+        double goodputGbps;
+        uint64_t queueBytes;
+        double qwndPackets; //!< MetaRoCE: mean QWND (sum of path windows) over the QPs
+        double activePaths; //!< MetaRoCE: mean active paths per QP
+    };
+
+    std::vector<Sample> series;
+    nlohmann::json pathRows = nlohmann::json::array();
+    uint64_t lastBytes = 0;
+    std::vector<FabricNetDevice*> lastHops;
+    if (w.who.pattern == "incast")
+    {
+        for (uint32_t p = 0; p < fabric.NumPlanes(); ++p)
+        {
+            lastHops.push_back(fabric.HostPort(w.who.incastTarget, p)->GetPeer());
+        }
+    }
+    std::function<void()> sample = [&]()
+    {
+        uint64_t bytes = 0;
+        for (const auto& r : qps)
+        {
+            bytes += r.rx->GetCounters().bytesDelivered;
+        }
+        uint64_t q = 0;
+        for (auto* d : lastHops)
+        {
+            q += d->GetQueueBytes();
+        }
+        double qwnd = 0;
+        double paths = 0;
+        uint32_t meta = 0;
+        for (const auto& r : qps)
+        {
+            if (auto m = DynamicCast<MetaRoceQueuePair>(r.tx))
+            {
+                qwnd += m->GetQpWindowBytes() / m->GetMtu();
+                paths += m->GetActivePaths();
+                ++meta;
+            }
+        }
+        series.push_back({static_cast<double>(Simulator::Now().GetNanoSeconds()) / 1e3,
+                          (bytes - lastBytes) * 8.0 / (spec.timeseriesBinUs * 1e3), q,
+                          meta ? qwnd / meta : 0.0, meta ? paths / meta : 0.0});
+        // Every path of the first QP (MetaRoCE): its window, bytes in flight and RTT.
+        if (auto m = qps.empty() ? nullptr : DynamicCast<MetaRoceQueuePair>(qps[0].tx))
+        {
+            for (uint32_t i = 0; i < m->GetNPathSlots(); ++i)
+            {
+                auto pv = m->GetPath(i);
+                if (pv.state == MetaRoceQueuePair::PATH_RETIRED)
+                {
+                    continue;
+                }
+                pathRows.push_back({{"time_us", series.back().timeUs},
+                                    {"path", i},
+                                    {"plane", pv.plane},
+                                    {"entropy", pv.entropy},
+                                    {"cwnd_packets", pv.cwndBytes / m->GetMtu()},
+                                    {"inflight_packets", pv.inflightBytes / m->GetMtu()},
+                                    {"srtt_us", pv.srttPs / 1e6}});
+            }
+        }
+        lastBytes = bytes;
+        if (completed < total)
+        {
+            Simulator::Schedule(MicroSeconds(1) * spec.timeseriesBinUs, sample);
+        }
+    };
+    if (spec.timeseriesBinUs > 0)
+    {
+        Simulator::Schedule(MicroSeconds(1) * spec.timeseriesBinUs, sample);
+    }
+
+    Time limit = MicroSeconds(1) * spec.durationUs;
+    RunSupervisor supervisor(spec, fabric, &setup.nics, PicoSeconds(startPs));
+    supervisor.Run(progress, limit, [&]() { return completed == total && !victimPending; });
+
+    // Metrics: rates cover completed messages only, from the workload's start to the last
+    // completion; bytes of unfinished messages are counted apart (bytes_delivered).
+    uint64_t bytes = 0;
+    QueuePair::Counters sum;
+    uint64_t stuck = 0;
+    MetaRoceQueuePair::PathCounters pc;
+    uint64_t maxActivePaths = 0;
+    double qwndSum = 0;
+    uint64_t metaQps = 0;
+    for (const auto& r : qps)
+    {
+        const auto& c = r.tx->GetCounters();
+        const auto& d = r.rx->GetCounters();
+        bytes += d.bytesDelivered;
+        sum.retransmittedPackets += c.retransmittedPackets;
+        sum.spuriousRetransmissions += c.spuriousRetransmissions;
+        sum.timeouts += c.timeouts;
+        sum.dataPacketsSent += c.dataPacketsSent;
+        sum.acksSent += d.acksSent;
+        sum.naksSent += d.naksSent;
+        sum.cnpsSent += d.cnpsSent;
+        sum.duplicatePackets += d.duplicatePackets;
+        sum.outOfOrderDropped += d.outOfOrderDropped;
+        sum.ecnMarkedReceived += d.ecnMarkedReceived;
+        // (the run stops at the last receiver completion: the last ACKs may be in flight)
+        stuck += d.messagesReceived < w.messagesPerQp ? 1 : 0;
+        if (auto m = DynamicCast<MetaRoceQueuePair>(r.tx))
+        {
+            const auto& p = m->GetPathCounters();
+            pc.pathsOpened += p.pathsOpened;
+            pc.pathsGrown += p.pathsGrown;
+            pc.lossesDetected += p.lossesDetected;
+            pc.lossesTail += p.lossesTail;
+            pc.lossesTimeout += p.lossesTimeout;
+            pc.planeFailovers += p.planeFailovers;
+            pc.planeRecoveries += p.planeRecoveries;
+            pc.lastPlaneAvoidedPs = std::max(pc.lastPlaneAvoidedPs, p.lastPlaneAvoidedPs);
+            // the slowest QP's first detection
+            pc.firstPlaneAvoidedPs = std::max(pc.firstPlaneAvoidedPs, p.firstPlaneAvoidedPs);
+            pc.lastPlaneRecoveredPs = std::max(pc.lastPlaneRecoveredPs, p.lastPlaneRecoveredPs);
+            maxActivePaths = std::max<uint64_t>(maxActivePaths, m->GetActivePaths());
+            qwndSum += m->GetQpWindowBytes();
+            ++metaQps;
+        }
+    }
+    std::sort(fctUs.begin(), fctUs.end());
+    double spanUs = (lastDonePs - startPs) / 1e6;
+    double mean =
+        fctUs.empty() ? 0 : std::accumulate(fctUs.begin(), fctUs.end(), 0.0) / fctUs.size();
+    const uint64_t completedBytes = completed * w.messageBytes;
+    rec.metrics = {
+        {"goodput_gbps", spanUs > 0 ? completedBytes * 8.0 / (spanUs * 1e3) : 0.0},
+        {"completion_us", spanUs},
+        {"msg_fct_mean_us", mean},
+        {"msg_fct_p50_us", Percentile(fctUs, 0.5)},
+        {"msg_fct_p99_us", Percentile(fctUs, 0.99)},
+        {"msg_fct_max_us", fctUs.empty() ? 0.0 : fctUs.back()},
+        {"messages_completed", completed},
+        {"messages_total", total},
+        {"bytes_completed", completedBytes},
+        {"bytes_delivered", bytes},
+    };
+    rec.counters = {
+        {"qps", qps.size()},
+        {"qps_unfinished", stuck},
+        {"data_packets_sent", sum.dataPacketsSent},
+        {"retransmitted_packets", sum.retransmittedPackets},
+        {"spurious_retransmissions", sum.spuriousRetransmissions},
+        {"timeouts", sum.timeouts},
+        {"acks", sum.acksSent},
+        {"naks", sum.naksSent},
+        {"cnps", sum.cnpsSent},
+        {"duplicate_packets", sum.duplicatePackets},
+        {"out_of_order_dropped", sum.outOfOrderDropped},
+        {"ecn_marked_received", sum.ecnMarkedReceived},
+    };
+    if (spec.flowsOutput)
+    {
+        // Per-flow completion: the QP's last message received, from the workload's start.
+        nlohmann::json flows = nlohmann::json::array();
+        for (const auto& r : qps)
+        {
+            flows.push_back({{"src", r.src},
+                             {"dst", r.dst},
+                             {"bytes", r.rx->GetCounters().bytesDelivered},
+                             {"fct_us", r.lastDonePs < 0 ? -1.0 : (r.lastDonePs - startPs) / 1e6}});
+        }
+        rec.flows = flows;
+    }
+    if (!qps.empty())
+    {
+        // What a full data frame and an ACK take on the wire: with the ACK count, the share of
+        // a link that ACKs take from data coming the other way.
+        bool meta = metaQps > 0;
+        rec.counters["data_frame_wire_bytes"] =
+            FrameWireBytes(RdmaHeader::SizeOf(meta ? RdmaOpcode::PathData : RdmaOpcode::Data) +
+                           qps[0].tx->GetMtu());
+        rec.counters["ack_frame_wire_bytes"] =
+            FrameWireBytes(RdmaHeader::SizeOf(meta ? RdmaOpcode::PathAck : RdmaOpcode::Ack));
+    }
+    if (w.victim)
+    {
+        rec.metrics["victim_fct_us"] = victimDonePs < 0 ? -1.0 : (victimDonePs - startPs) / 1e6;
+    }
+    if (metaQps > 0)
+    {
+        rec.counters["paths_opened"] = pc.pathsOpened;
+        rec.counters["paths_grown"] = pc.pathsGrown;
+        // Data packets found lost, by how: a SACK gap, the tail-loss rule, a path's timeout.
+        rec.counters["losses_sack"] = pc.lossesDetected;
+        rec.counters["losses_tail"] = pc.lossesTail;
+        rec.counters["losses_timeout"] = pc.lossesTimeout;
+        rec.counters["plane_failovers"] = pc.planeFailovers;
+        rec.counters["plane_recoveries"] = pc.planeRecoveries;
+        rec.metrics["max_active_paths"] = maxActivePaths;
+        rec.metrics["mean_qwnd_packets"] = qwndSum / metaQps / qps[0].tx->GetMtu();
+        for (const auto& f : spec.faults)
+        {
+            if (f.kind == "plane_down" && pc.firstPlaneAvoidedPs >= 0)
+            {
+                rec.metrics["plane_detection_us"] = pc.firstPlaneAvoidedPs / 1e6 - f.atUs;
+            }
+        }
+    }
+    if (!series.empty())
+    {
+        nlohmann::json ts = nlohmann::json::array();
+        for (const auto& x : series)
+        {
+            nlohmann::json row = {{"time_us", x.timeUs}, {"goodput_gbps", x.goodputGbps}};
+            if (spec.transport.kind == "metaroce")
+            {
+                row["qwnd_packets"] = x.qwndPackets;
+                row["active_paths"] = x.activePaths;
+            }
+            if (!lastHops.empty())
+            {
+                row["queue_bytes"] = x.queueBytes;
+            }
+            ts.push_back(row);
+        }
+        rec.timeseries = ts;
+        if (!pathRows.empty())
+        {
+            rec.paths = pathRows;
+        }
+        std::vector<double> bins;
+        for (const auto& x : series)
+        {
+            bins.push_back(x.goodputGbps);
+        }
+        std::sort(bins.begin(), bins.end());
+        rec.metrics["goodput_median_bin_gbps"] = Percentile(bins, 0.5);
+        if (spec.steadyFromUs >= 0)
+        {
+            // Steady state: long-lived connections measured after their warm-up.
+            double sum = 0;
+            int n = 0;
+            for (const auto& x : series)
+            {
+                if (x.timeUs - spec.timeseriesBinUs >= spec.steadyFromUs)
+                {
+                    sum += x.goodputGbps;
+                    ++n;
+                }
+            }
+            rec.metrics["steady_goodput_gbps"] = n ? sum / n : 0.0;
+        }
+        // Throughput around a plane outage: before it, in its second half (settled), and
+        // after recovery once the first bins have passed.
+        for (const auto& f : spec.faults)
+        {
+            if (f.kind != "plane_down" || f.untilUs < 0)
+            {
+                continue;
+            }
+            auto mean = [&](double from, double to)
+            {
+                double sum = 0;
+                int n = 0;
+                for (const auto& x : series)
+                {
+                    if (x.timeUs - spec.timeseriesBinUs >= from && x.timeUs <= to)
+                    {
+                        sum += x.goodputGbps;
+                        ++n;
+                    }
+                }
+                return n ? sum / n : 0.0;
+            };
+            double end = series.back().timeUs;
+            rec.metrics["goodput_before_fault_gbps"] = mean(w.startUs + 200, f.atUs);
+            rec.metrics["goodput_during_fault_gbps"] = mean((f.atUs + f.untilUs) / 2, f.untilUs);
+            rec.metrics["goodput_after_recovery_gbps"] = mean((f.untilUs + end) / 2, end);
+        }
+        if (!lastHops.empty())
+        {
+            // Incast: the peak queue at the last hop, and when it settled for good (below a
+            // tenth of its peak and never again above a fifth).
+            uint64_t peak = 0;
+            std::size_t peakAt = 0;
+            for (std::size_t i = 0; i < series.size(); ++i)
+            {
+                if (series[i].queueBytes > peak)
+                {
+                    peak = series[i].queueBytes;
+                    peakAt = i;
+                }
+            }
+            double settle = -1;
+            for (std::size_t i = peakAt; i < series.size(); ++i)
+            {
+                bool stays = true;
+                for (std::size_t k = i; k < series.size() && stays; ++k)
+                {
+                    stays = series[k].queueBytes * 5 <= peak;
+                }
+                if (series[i].queueBytes * 10 <= peak && stays)
+                {
+                    settle = series[i].timeUs - w.startUs;
+                    break;
+                }
+            }
+            double tail = 0;
+            std::size_t n = 0;
+            for (std::size_t i = series.size() / 2; i < series.size(); ++i)
+            {
+                tail += series[i].queueBytes;
+                ++n;
+            }
+            rec.metrics["peak_queue_bytes"] = peak;
+            rec.metrics["queue_settle_us"] = settle;
+            rec.metrics["steady_queue_bytes"] = n ? tail / n : 0.0;
+        }
+    }
+    std::ostringstream left;
+    left << total - completed << " of " << total << " messages unfinished"
+         << (victimPending ? " and the victim message" : "") << " (" << stuck << " of "
+         << qps.size() << " QPs)";
+    supervisor.Finish(rec, left.str());
+}
+
+} // namespace metaroce
+} // namespace ns3
