@@ -5,6 +5,7 @@
 #include "model/fabric/raw-traffic.h"
 #include "model/metaroce/metaroce-queue-pair.h"
 #include "model/transport/scale-up.h"
+#include "model/workload/rdma-message-source.h"
 #include "rdma-helper.h"
 #include "run-context.h"
 #include "run-supervisor.h"
@@ -59,8 +60,7 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     {
         Ptr<QueuePair> tx;
         Ptr<QueuePair> rx;
-        uint64_t posted{0};
-        std::map<std::pair<uint16_t, uint32_t>, int64_t> postedAt;
+        Ptr<RdmaMessageSource> app; //!< posts the QP's messages, on the sender's host
         uint32_t src{0};
         uint32_t dst{0};
         int64_t lastDonePs{-1};
@@ -73,12 +73,27 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     int64_t lastDonePs = 0;
     const uint64_t total = flows.size() * w.qpsPerFlow * w.messagesPerQp;
     const int64_t startPs = static_cast<int64_t>(w.startUs * 1e6);
+    // Each QP's messages come from an application on its sender's host, started with the
+    // workload.
+    auto Source = [&fabric, startPs](Ptr<QueuePair> qp, uint32_t host, uint64_t bytes,
+                                     uint64_t messages, uint32_t outstanding, uint32_t streams)
+    {
+        Ptr<RdmaMessageSource> app = CreateObject<RdmaMessageSource>();
+        app->SetAttribute("MessageBytes", UintegerValue(bytes));
+        app->SetAttribute("MaxMessages", UintegerValue(messages));
+        app->SetAttribute("Outstanding", UintegerValue(outstanding));
+        app->SetAttribute("Streams", UintegerValue(streams));
+        app->SetQueuePair(qp);
+        app->SetStartTime(PicoSeconds(startPs));
+        fabric.Host(host)->AddApplication(app);
+        return app;
+    };
     for (const auto& [src, dst] : flows)
     {
         for (uint32_t q = 0; q < w.qpsPerFlow; ++q)
         {
             auto [a, b] = rdma.Connect(src, dst);
-            qps.push_back(QpRun{a, b, 0, {}, src, dst, -1});
+            qps.push_back(QpRun{a, b, nullptr, src, dst, -1});
         }
     }
     // The victim: one message beside the pattern's traffic.
@@ -97,33 +112,22 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
                     Simulator::Stop();
                 }
             });
-        Ptr<QueuePair> tx = a;
-        uint64_t vb = w.victimBytes;
-        Simulator::Schedule(PicoSeconds(startPs), [tx, vb]() { tx->PostSend(vb, 0, nullptr); });
+        Source(a, w.victimSrc, w.victimBytes, 1, 1, 1);
     }
-    std::function<void(std::size_t)> post = [&](std::size_t i)
+    for (auto& r : qps)
     {
-        QpRun& r = qps[i];
-        if (r.posted >= w.messagesPerQp)
-        {
-            return;
-        }
-        uint16_t st = static_cast<uint16_t>(r.posted % w.streamsPerQp);
-        ++r.posted;
-        uint32_t seq =
-            r.tx->PostSend(w.messageBytes, st, [&post, i](const RdmaCompletion&) { post(i); });
-        r.postedAt[{st, seq}] = Simulator::Now().GetPicoSeconds();
-    };
+        r.app = Source(r.tx, r.src, w.messageBytes, w.messagesPerQp, w.outstandingPerQp,
+                       w.streamsPerQp);
+    }
     for (std::size_t i = 0; i < qps.size(); ++i)
     {
         qps[i].rx->SetReceiveHandler(
             [&, i](const RdmaCompletion& c)
             {
-                auto it = qps[i].postedAt.find({c.stream, c.seq});
-                if (it != qps[i].postedAt.end())
+                int64_t postedPs = qps[i].app->TakePostedPs(c.stream, c.seq);
+                if (postedPs >= 0)
                 {
-                    fctUs.push_back((c.completedPs - it->second) / 1e6);
-                    qps[i].postedAt.erase(it);
+                    fctUs.push_back((c.completedPs - postedPs) / 1e6);
                 }
                 ++completed;
                 qps[i].lastDonePs = c.completedPs;
@@ -133,14 +137,6 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
                     Simulator::Stop(); // done: timers still pending need not run
                 }
             });
-        Simulator::Schedule(PicoSeconds(startPs),
-                            [&post, &w, i]()
-                            {
-                                for (uint32_t k = 0; k < w.outstandingPerQp; ++k)
-                                {
-                                    post(i);
-                                }
-                            });
     }
 
     // Optional time series: delivered throughput, and for an incast the bytes queued towards
