@@ -253,6 +253,14 @@ ImportProfiler(const std::string& file, const std::string& text, TraceJob& job, 
     auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) -> bool
     {
         using E = nlohmann::json::parse_event_t;
+        // Parsed values are destroyed recursively: bound the nesting as every loader does.
+        if ((ev == E::object_start || ev == E::array_start) &&
+            depth >= static_cast<int>(kMaxJsonDepth))
+        {
+            throw InputError(file + ": event " + std::to_string(eventIndex) +
+                             ": nested more than " + std::to_string(kMaxJsonDepth) +
+                             " levels deep");
+        }
         if (depth == 1 && ev == E::key)
         {
             topKey = parsed.get<std::string>();
