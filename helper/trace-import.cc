@@ -1100,7 +1100,7 @@ CompleteTrace(const TraceJob& in, uint32_t ranks)
     }
     if (ranks < w || ranks % w != 0)
     {
-        throw InputError("scale_to: " + std::to_string(ranks) + " is not a multiple of the " +
+        throw InputError(std::to_string(ranks) + " is not a multiple of the " +
                          "trace's world of " + std::to_string(w) + " ranks (the job scales by " +
                          "whole data-parallel replicas)");
     }
@@ -1115,7 +1115,7 @@ CompleteTrace(const TraceJob& in, uint32_t ranks)
         {
             if (op.group == g && op.kind == "alltoall")
             {
-                throw InputError("scale_to: " + op.source + ": an all-to-all over the whole " +
+                throw InputError(op.source + ": an all-to-all over the whole " +
                                  "world cannot be scaled (a wider world changes who exchanges " +
                                  "what with whom)");
             }
