@@ -172,12 +172,6 @@ ParseTraceWorkload(const JsonReader& w, const TopologySpec& topo)
         auto job =
             std::make_shared<const TraceJob>(named(t.scaleTo != 0 ? "scale_to" : "file", [&]()
                                                    { return CompleteTrace(imported, t.scaleTo); }));
-        if (!job->skipped.empty())
-        {
-            // Reported once per trace, not per variant.
-            std::cerr << "metaroce-sim: " << t.files[0]
-                      << ": not replayed (they move no data): " << DescribeSkipped(*job) << "\n";
-        }
         hit = cache.emplace(key.str(), job).first;
     }
     t.job = hit->second;
@@ -346,6 +340,14 @@ TraceReplay::TraceReplay(const TraceJob& job, std::vector<uint32_t> placement,
         }
     }
     m_timeline = n <= kTimelineRanks && entries <= kTimelineEntries;
+    // Reported when a run starts (a load that fails says only why), once per trace, not per
+    // variant: the variants share the import.
+    static std::set<const TraceJob*> reported;
+    if (!job.skipped.empty() && reported.insert(&job).second)
+    {
+        std::cerr << "metaroce-sim: " << job.ranks[0].file
+                  << ": not replayed (they move no data): " << DescribeSkipped(job) << "\n";
+    }
     if (m_timeline)
     {
         m_events = nlohmann::json::array();

@@ -240,6 +240,14 @@ with tempfile.TemporaryDirectory() as tmp:
             open(os.path.join(tmp, "again-out.csv")) as f2:
         check(f1.read() == f2.read(), "a replay is deterministic")
 
+    # -- A bad key in a later variant: the error alone on stderr (the skipped waits are
+    # reported when a run starts, not by a load that fails).
+    rc, out, err, res = run(tmp, "bad-variant", scenario(
+        {"kind": "trace", "file": KNOWN},
+        variants=[{"name": "a"}, {"name": "b", "set": {"workload.stride": 0}}]))
+    check(rc == 2 and res is None and "not replayed" not in err and "workload.stride" in err,
+          f"a bad variant: only its error: {rc} {err!r}")
+
     # -- Unfinished: the run's time limit ends it inside the second all-reduce: exit 3, written.
     rc, _, err, res = run(tmp, "short", scenario({"kind": "trace", "file": KNOWN},
                                                  duration_us=150))
