@@ -130,6 +130,15 @@ with tempfile.TemporaryDirectory() as tmp:
     check(rc == 2 and "workload.scale_to" in err and "multiple" in err and res is None,
           f"scale_to 6 refused: {rc} {err}")
 
+    # Random placement: the 4 ranks on other accelerators (the collective workload's shuffle),
+    # the same answers' shape, and the same run twice.
+    rnd = scenario({"kind": "trace", "file": KNOWN, "placement": "random"})
+    rc, _, err, res = run(tmp, "random", rnd)
+    rc2, _, _, res2 = run(tmp, "random2", rnd)
+    check(rc == 0 and res and res2 and rows(res) == rows(res2) and
+          close(rows(res)[1]["start_us"], 10 + rows(res)[0]["time_us"] + 300),
+          f"random placement: {rc} {err}")
+
     # -- NCCL log: 4 processes, an all-reduce of 262,144 floats on the world, then all-gathers
     # of 131,072 bf16 per rank on two 2-rank communicators, 20 us of compute before each.
     rc, _, err, res = run(tmp, "log", scenario({"kind": "trace", "file": LOG, "gap_us": 20}))
