@@ -253,6 +253,14 @@ ImportProfiler(const std::string& file, const std::string& text, TraceJob& job, 
     auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) -> bool
     {
         using E = nlohmann::json::parse_event_t;
+        // Parsed values are destroyed recursively: bound the nesting as every loader does.
+        if ((ev == E::object_start || ev == E::array_start) &&
+            depth >= static_cast<int>(kMaxJsonDepth))
+        {
+            throw InputError(file + ": event " + std::to_string(eventIndex) +
+                             ": nested more than " + std::to_string(kMaxJsonDepth) +
+                             " levels deep");
+        }
         if (depth == 1 && ev == E::key)
         {
             topKey = parsed.get<std::string>();
@@ -1092,7 +1100,7 @@ CompleteTrace(const TraceJob& in, uint32_t ranks)
     }
     if (ranks < w || ranks % w != 0)
     {
-        throw InputError("scale_to: " + std::to_string(ranks) + " is not a multiple of the " +
+        throw InputError(std::to_string(ranks) + " is not a multiple of the " +
                          "trace's world of " + std::to_string(w) + " ranks (the job scales by " +
                          "whole data-parallel replicas)");
     }
@@ -1107,7 +1115,7 @@ CompleteTrace(const TraceJob& in, uint32_t ranks)
         {
             if (op.group == g && op.kind == "alltoall")
             {
-                throw InputError("scale_to: " + op.source + ": an all-to-all over the whole " +
+                throw InputError(op.source + ": an all-to-all over the whole " +
                                  "world cannot be scaled (a wider world changes who exchanges " +
                                  "what with whom)");
             }

@@ -1,5 +1,7 @@
 #include "trace-replay.h"
 
+#include "model/fabric/fabric-random.h"
+
 #include "ns3/simulator.h"
 
 #include <algorithm>
@@ -116,7 +118,8 @@ ParseTraceWorkload(const JsonReader& w, const TopologySpec& topo)
     t.format = w.Choice("format", "auto", {"auto", "pytorch-profiler", "nccl-log"});
     t.gapUs = w.Number("gap_us", 0.0, 0.0, 1e9);
     t.scaleTo = static_cast<uint32_t>(w.UInt("scale_to", 0, 0, topo.Accelerators()));
-    t.placement = w.Choice("placement", "contiguous", {"contiguous", "strided", "explicit"});
+    t.placement =
+        w.Choice("placement", "contiguous", {"contiguous", "strided", "random", "explicit"});
     t.stride = static_cast<uint32_t>(w.UInt("stride", 1, 1, topo.Accelerators()));
     if (t.placement == "explicit")
     {
@@ -172,12 +175,6 @@ ParseTraceWorkload(const JsonReader& w, const TopologySpec& topo)
         auto job =
             std::make_shared<const TraceJob>(named(t.scaleTo != 0 ? "scale_to" : "file", [&]()
                                                    { return CompleteTrace(imported, t.scaleTo); }));
-        if (!job->skipped.empty())
-        {
-            // Reported once per trace, not per variant.
-            std::cerr << "metaroce-sim: " << t.files[0]
-                      << ": not replayed (they move no data): " << DescribeSkipped(*job) << "\n";
-        }
         hit = cache.emplace(key.str(), job).first;
     }
     t.job = hit->second;
@@ -198,12 +195,28 @@ ParseTraceWorkload(const JsonReader& w, const TopologySpec& topo)
 }
 
 std::vector<uint32_t>
-TracePlacement(const TraceWorkloadSpec& spec, uint32_t accelerators)
+TracePlacement(const TraceWorkloadSpec& spec, uint32_t accelerators, int64_t& stream)
 {
     const uint32_t n = spec.job->worldSize;
     if (spec.placement == "explicit")
     {
         return spec.nics;
+    }
+    if (spec.placement == "random")
+    {
+        // As the collective workload shuffles: the run's next random stream.
+        std::vector<uint32_t> all(accelerators);
+        for (uint32_t a = 0; a < accelerators; ++a)
+        {
+            all[a] = a;
+        }
+        FastRng rng(static_cast<uint64_t>(stream++));
+        for (uint32_t i = accelerators - 1; i > 0; --i)
+        {
+            std::swap(all[i], all[rng.Next() % (i + 1)]);
+        }
+        all.resize(n);
+        return all;
     }
     // As the collective workload places its ranks: every stride-th free accelerator.
     std::vector<uint32_t> ranks(n);
@@ -346,6 +359,14 @@ TraceReplay::TraceReplay(const TraceJob& job, std::vector<uint32_t> placement,
         }
     }
     m_timeline = n <= kTimelineRanks && entries <= kTimelineEntries;
+    // Reported when a run starts (a load that fails says only why), once per trace, not per
+    // variant: the variants share the import.
+    static std::set<const TraceJob*> reported;
+    if (!job.skipped.empty() && reported.insert(&job).second)
+    {
+        std::cerr << "metaroce-sim: " << job.ranks[0].file
+                  << ": not replayed (they move no data): " << DescribeSkipped(job) << "\n";
+    }
     if (m_timeline)
     {
         m_events = nlohmann::json::array();

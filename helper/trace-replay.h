@@ -29,8 +29,10 @@ namespace metaroce
 /// of keys in a process); every error is an InputError naming the key or the trace's file.
 TraceWorkloadSpec ParseTraceWorkload(const JsonReader& w, const TopologySpec& topo);
 
-/// Trace rank i runs on accelerator Placement()[i].
-std::vector<uint32_t> TracePlacement(const TraceWorkloadSpec& spec, uint32_t accelerators);
+/// Trace rank i runs on accelerator TracePlacement()[i]; random placement takes the run's
+/// next random stream.
+std::vector<uint32_t> TracePlacement(const TraceWorkloadSpec& spec, uint32_t accelerators,
+                                     int64_t& stream);
 
 class TraceReplay
 {

@@ -367,8 +367,8 @@ RunTrace(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter&
     cfg.scaleUp = scaleUp.get();
     cfg.endpoint = BuildEndpoint(spec.topology);
     TraceReplay replay(*spec.trace.job,
-                       TracePlacement(spec.trace, static_cast<uint32_t>(nics.size())), &nics,
-                       setup.rdma.QpFactory(), cfg, spec.topology.acceleratorsPerHost);
+                       TracePlacement(spec.trace, static_cast<uint32_t>(nics.size()), stream),
+                       &nics, setup.rdma.QpFactory(), cfg, spec.topology.acceleratorsPerHost);
     // Compute gaps place no payload: the stall interval counts from the longest one's end.
     RunSpec watched = spec;
     int64_t longestGapPs = 0;

@@ -130,6 +130,15 @@ with tempfile.TemporaryDirectory() as tmp:
     check(rc == 2 and "workload.scale_to" in err and "multiple" in err and res is None,
           f"scale_to 6 refused: {rc} {err}")
 
+    # Random placement: the 4 ranks on other accelerators (the collective workload's shuffle),
+    # the same answers' shape, and the same run twice.
+    rnd = scenario({"kind": "trace", "file": KNOWN, "placement": "random"})
+    rc, _, err, res = run(tmp, "random", rnd)
+    rc2, _, _, res2 = run(tmp, "random2", rnd)
+    check(rc == 0 and res and res2 and rows(res) == rows(res2) and
+          close(rows(res)[1]["start_us"], 10 + rows(res)[0]["time_us"] + 300),
+          f"random placement: {rc} {err}")
+
     # -- NCCL log: 4 processes, an all-reduce of 262,144 floats on the world, then all-gathers
     # of 131,072 bf16 per rank on two 2-rank communicators, 20 us of compute before each.
     rc, _, err, res = run(tmp, "log", scenario({"kind": "trace", "file": LOG, "gap_us": 20}))
@@ -239,6 +248,14 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(os.path.join(tmp, "known-out.csv")) as f1, \
             open(os.path.join(tmp, "again-out.csv")) as f2:
         check(f1.read() == f2.read(), "a replay is deterministic")
+
+    # -- A bad key in a later variant: the error alone on stderr (the skipped waits are
+    # reported when a run starts, not by a load that fails).
+    rc, out, err, res = run(tmp, "bad-variant", scenario(
+        {"kind": "trace", "file": KNOWN},
+        variants=[{"name": "a"}, {"name": "b", "set": {"workload.stride": 0}}]))
+    check(rc == 2 and res is None and "not replayed" not in err and "workload.stride" in err,
+          f"a bad variant: only its error: {rc} {err!r}")
 
     # -- Unfinished: the run's time limit ends it inside the second all-reduce: exit 3, written.
     rc, _, err, res = run(tmp, "short", scenario({"kind": "trace", "file": KNOWN},
