@@ -279,6 +279,43 @@ AcceleratorNics(const TopologySpec& t, const std::vector<Ptr<RdmaNic>>& nics)
     return out;
 }
 
+std::vector<uint32_t>
+PlaceRanks(const std::string& placement, uint32_t stride, const std::vector<uint32_t>& explicitList,
+           uint32_t n, uint32_t accelerators, int64_t& stream)
+{
+    if (placement == "explicit")
+    {
+        return explicitList;
+    }
+    std::vector<uint32_t> ranks(n);
+    if (placement == "random")
+    {
+        std::vector<uint32_t> all(accelerators);
+        std::iota(all.begin(), all.end(), 0u);
+        FastRng rng(static_cast<uint64_t>(stream++));
+        for (uint32_t i = accelerators - 1; i > 0; --i)
+        {
+            std::swap(all[i], all[rng.Next() % (i + 1)]);
+        }
+        std::copy(all.begin(), all.begin() + n, ranks.begin());
+        return ranks;
+    }
+    stride = placement == "strided" ? stride : 1;
+    std::vector<bool> used(accelerators, false);
+    uint32_t at = 0;
+    for (uint32_t i = 0; i < n; ++i)
+    {
+        while (used[at])
+        {
+            at = (at + 1) % accelerators;
+        }
+        ranks[i] = at;
+        used[at] = true;
+        at = (at + stride) % accelerators;
+    }
+    return ranks;
+}
+
 /// The collective configuration a collective workload runs with (scale-up domains apart).
 CollectiveConfig
 CollectiveConfigOf(const RunSpec& spec)

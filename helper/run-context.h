@@ -42,6 +42,12 @@ std::unique_ptr<ScaleUpFabric> BuildScaleUp(const TopologySpec& t);
 /// The NIC of every accelerator (accelerator a uses NIC a / acceleratorsPerNic).
 std::vector<Ptr<RdmaNic>> AcceleratorNics(const TopologySpec& t,
                                           const std::vector<Ptr<RdmaNic>>& nics);
+/// Where n ranks run among `accelerators`: "explicit" (the list), "random" (a shuffle drawn
+/// from the run's next random stream), else every stride-th free accelerator ("strided"; 1
+/// for "contiguous"). The collective, job and trace workloads place their ranks so.
+std::vector<uint32_t> PlaceRanks(const std::string& placement, uint32_t stride,
+                                 const std::vector<uint32_t>& explicitList, uint32_t n,
+                                 uint32_t accelerators, int64_t& stream);
 /// The collective configuration a collective workload runs with (scale-up domains apart).
 CollectiveConfig CollectiveConfigOf(const RunSpec& spec);
 /// Applies the transport's QP type, congestion control and attribute overrides to a factory;

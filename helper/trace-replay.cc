@@ -1,6 +1,7 @@
 #include "trace-replay.h"
 
 #include "model/fabric/fabric-random.h"
+#include "run-context.h"
 
 #include "ns3/simulator.h"
 
@@ -197,43 +198,8 @@ ParseTraceWorkload(const JsonReader& w, const TopologySpec& topo)
 std::vector<uint32_t>
 TracePlacement(const TraceWorkloadSpec& spec, uint32_t accelerators, int64_t& stream)
 {
-    const uint32_t n = spec.job->worldSize;
-    if (spec.placement == "explicit")
-    {
-        return spec.nics;
-    }
-    if (spec.placement == "random")
-    {
-        // As the collective workload shuffles: the run's next random stream.
-        std::vector<uint32_t> all(accelerators);
-        for (uint32_t a = 0; a < accelerators; ++a)
-        {
-            all[a] = a;
-        }
-        FastRng rng(static_cast<uint64_t>(stream++));
-        for (uint32_t i = accelerators - 1; i > 0; --i)
-        {
-            std::swap(all[i], all[rng.Next() % (i + 1)]);
-        }
-        all.resize(n);
-        return all;
-    }
-    // As the collective workload places its ranks: every stride-th free accelerator.
-    std::vector<uint32_t> ranks(n);
-    uint32_t stride = spec.placement == "strided" ? spec.stride : 1;
-    std::vector<bool> used(accelerators, false);
-    uint32_t at = 0;
-    for (uint32_t i = 0; i < n; ++i)
-    {
-        while (used[at])
-        {
-            at = (at + 1) % accelerators;
-        }
-        ranks[i] = at;
-        used[at] = true;
-        at = (at + stride) % accelerators;
-    }
-    return ranks;
+    return PlaceRanks(spec.placement, spec.stride, spec.nics, spec.job->worldSize, accelerators,
+                      stream);
 }
 
 struct TraceReplay::Row

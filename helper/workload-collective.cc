@@ -47,38 +47,8 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     const uint32_t accelerators = static_cast<uint32_t>(nics.size());
     // Placement of ranks on accelerators.
     uint32_t n = w.ranks == 0 ? accelerators : w.ranks;
-    std::vector<uint32_t> ranks(n);
-    if (w.placement == "explicit")
-    {
-        ranks = w.nics;
-    }
-    else if (w.placement == "random")
-    {
-        std::vector<uint32_t> all(accelerators);
-        std::iota(all.begin(), all.end(), 0u);
-        FastRng rng(static_cast<uint64_t>(stream++));
-        for (uint32_t i = static_cast<uint32_t>(all.size()) - 1; i > 0; --i)
-        {
-            std::swap(all[i], all[rng.Next() % (i + 1)]);
-        }
-        std::copy(all.begin(), all.begin() + n, ranks.begin());
-    }
-    else
-    {
-        uint32_t stride = w.placement == "strided" ? w.stride : 1;
-        std::vector<bool> used(accelerators, false);
-        uint32_t at = 0;
-        for (uint32_t i = 0; i < n; ++i)
-        {
-            while (used[at])
-            {
-                at = (at + 1) % accelerators;
-            }
-            ranks[i] = at;
-            used[at] = true;
-            at = (at + stride) % accelerators;
-        }
-    }
+    std::vector<uint32_t> ranks =
+        PlaceRanks(w.placement, w.stride, w.nics, n, accelerators, stream);
     auto scaleUp = BuildScaleUp(spec.topology);
     CollectiveConfig cfg = CollectiveConfigOf(spec);
     cfg.scaleUp = scaleUp.get();
