@@ -204,10 +204,13 @@ ShapeOf(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes, uint32_t k,
     double perRank = 0; // plan bytes of one rank
     if (algo == CollectiveAlgorithm::Ring)
     {
-        const double steps = op == CollectiveOp::AllReduce ? 2.0 * (k - 1) : k - 1.0;
+        // A broadcast's ring moves the whole channel's share once, in slices.
+        const bool bcast = op == CollectiveOp::Broadcast;
+        const double steps = op == CollectiveOp::AllReduce ? 2.0 * (k - 1) : bcast ? 1.0 : k - 1.0;
         uint64_t chBytes = PartMax(bytes, channels);
-        uint64_t chunk = PartMax(chBytes, k);
-        double slices = std::max<uint64_t>(1, PartMax(chunk, cfg.ringSliceBytes));
+        uint64_t chunk = bcast ? chBytes : PartMax(chBytes, k);
+        double slices =
+            std::max<uint64_t>(1, PartMax(chunk, bcast ? cfg.treeChunkBytes : cfg.ringSliceBytes));
         double msgs = steps * slices;
         perRank = channels * (kInQueue + kOutQueue + msgs * (kSendOp + kDep));
         s.connections = k;

@@ -26,13 +26,12 @@ ImportCache()
     return cache;
 }
 
-/// The Communicator operation a trace's collective runs as. Broadcast runs as the ring
-/// all-gather of the same buffer: NCCL's broadcast is a ring pipeline that moves the whole
-/// buffer over every link once, the all-gather (n-1)/n of it (no broadcast plan yet).
+/// The Communicator operation a trace's collective runs as (its own: a broadcast from the
+/// group's first rank, an all-to-all-v as the uniform all-to-all of the same buffer).
 std::string
 ReplayedAs(const std::string& kind)
 {
-    return kind == "broadcast" ? "allgather" : kind;
+    return kind;
 }
 
 /// Total length of the union of intervals, and of its overlap with another union.

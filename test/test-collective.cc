@@ -124,6 +124,32 @@ TEST_CASE("reduce-scatter and all-gather move (k-1)/k of S; all-to-all too", "[c
     CHECK(a2a.messages == uint64_t(k) * (k - 1) * 8);
 }
 
+TEST_CASE("broadcast: a ring pipeline from rank 0, S over every hop but the last, one NCCL step "
+          "per message",
+          "[collective]")
+{
+    SimGuard guard;
+    World w(SmallFpf(16, 2, 8));
+    const uint32_t k = 8;
+    const uint64_t S = 4ULL << 20;
+    CollectiveConfig cfg;
+    cfg.maxChannels = 2;
+    cfg.protocol = NcclProto::Simple;
+    auto b = w.Run(kMeta, k, CollectiveOp::Broadcast, CollectiveAlgorithm::Auto, S, cfg);
+    CHECK(b.algorithm == CollectiveAlgorithm::Ring); // NCCL runs broadcast on rings only
+    CHECK(b.wireBytesPerRank == S);                  // each forwarding rank sends all of it
+    // k - 1 senders, 2 channels of 2 MiB in 512 KiB steps
+    CHECK(b.messages == uint64_t(k - 1) * 2 * 4);
+    CHECK(BusBwFactor(CollectiveOp::Broadcast, k) == 1.0);
+    // Pipelined: no faster than one rank sending S over its NIC (2 x 100G), and well under
+    // k - 1 hops that each wait for the whole buffer.
+    const double sendUs = S * 8.0 / 200e9 * 1e6;
+    double bc = (b.endPs - b.startPs) / 1e6;
+    INFO("broadcast " << bc << " us; S over one NIC " << sendUs << " us");
+    CHECK(bc > sendUs);
+    CHECK(bc < 0.5 * (k - 1) * sendUs);
+}
+
 TEST_CASE("PAT all-gather and reduce-scatter: log2(k) steps, (k-1)/k of S per rank", "[collective]")
 {
     for (uint32_t k : {16u, 12u})

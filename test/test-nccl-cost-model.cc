@@ -290,3 +290,24 @@ TEST_CASE("the communicator: auto uses the model, a forced algorithm still runs"
           Approx(comm.Choose(CollectiveOp::AllReduce, CollectiveAlgorithm::Ring, 4096).modelUs));
     CHECK(out.wireBytesPerRank == 2 * 63 * 4096 / 64);
 }
+
+TEST_CASE("NCCL's cost model of broadcast: rings only, algbw = busBw, one hop's latency",
+          "[nccl]")
+{
+    // 64 ranks, one per node, as the 64-NIC fabric (busBw 96 GB/s).
+    NcclCostModel m = Model(64, 64);
+    auto b = m.Estimates(NcclFunc::Broadcast, 1 << 20);
+    REQUIRE(b.size() == 3); // Ring x LL, LL128, Simple
+    auto ag = m.Estimates(NcclFunc::AllGather, 1 << 20);
+    for (const auto& e : b)
+    {
+        INFO(ToString(e.proto));
+        CHECK(e.algo == NcclAlgo::Ring);
+        // nsteps = n: the ring's n / nsteps is 1, where the all-gather's is n / (n - 1)
+        const auto& g = Find(ag, NcclAlgo::Ring, e.proto);
+        CHECK(e.bandwidthGBps == Approx(g.bandwidthGBps * 63 / 64));
+        // a pipeline pays one hop, the all-gather's ring 63 network steps
+        CHECK(e.latencyUs < g.latencyUs / 10);
+    }
+    CHECK(m.Pick(NcclFunc::Broadcast, 1 << 20).algo == NcclAlgo::Ring);
+}

@@ -221,6 +221,47 @@ PlanRing(std::vector<RankState>& ranks, CollectiveOp op, uint64_t bytes, uint32_
     }
 }
 
+void
+PlanBroadcast(std::vector<RankState>& ranks, uint64_t bytes, uint32_t channels,
+              const CollectiveConfig& cfg, const HostLayout& layout)
+{
+    const uint32_t k = static_cast<uint32_t>(ranks.size());
+    for (uint32_t ch = 0; ch < channels; ++ch)
+    {
+        const std::vector<uint32_t> order = RingOrder(layout, ch);
+        const uint32_t root =
+            static_cast<uint32_t>(std::find(order.begin(), order.end(), 0u) - order.begin());
+        const uint64_t chBytes = PartOf(bytes, channels, ch);
+        // NCCL's broadcast moves one step per slice (BROADCAST_SLICESTEPS 1), NCCL_STEPS in
+        // flight: the tree's chunk and window.
+        const uint64_t slices =
+            std::max<uint64_t>(1, (chBytes + cfg.treeChunkBytes - 1) / cfg.treeChunkBytes);
+        for (uint32_t i = 0; i < k; ++i)
+        {
+            const uint32_t r = order[(root + i) % k];
+            RankState& rs = ranks[r];
+            int64_t in = -1;
+            if (i > 0)
+            {
+                in = AddIn(rs, order[(root + i - 1) % k], ch, slices);
+            }
+            if (i + 1 == k)
+            {
+                break; // the ring's last rank only receives
+            }
+            AddOut(rs, order[(root + i + 1) % k], ch, cfg.treeChunksInFlight);
+            for (uint64_t j = 0; j < slices; ++j)
+            {
+                AddOp(rs, PartOf(chBytes, slices, j), false);
+                if (in >= 0)
+                {
+                    AddDep(rs, static_cast<uint32_t>(in), j);
+                }
+            }
+        }
+    }
+}
+
 /// Double binary tree all-reduce: two trees (MakeTree), each half the data, tree 0 on
 /// channels [0, n) and tree 1 on [n, 2n) as NCCL runs them. Reduce up to the root chunk by
 /// chunk, then broadcast down.

@@ -233,6 +233,10 @@ std::vector<uint32_t> PeerSchedule(uint32_t r, uint32_t k);
 
 void PlanRing(std::vector<RankState>& ranks, CollectiveOp op, uint64_t bytes, uint32_t channels,
               const CollectiveConfig& cfg, const HostLayout& layout);
+/// Ring broadcast from rank 0: per channel the ring from rank 0 on, each rank forwarding
+/// every slice to the next as it arrives; the last rank of the ring sends nothing.
+void PlanBroadcast(std::vector<RankState>& ranks, uint64_t bytes, uint32_t channels,
+                   const CollectiveConfig& cfg, const HostLayout& layout);
 void PlanTree(std::vector<RankState>& ranks, uint64_t bytes, uint32_t channels,
               const CollectiveConfig& cfg, const HostLayout& layout);
 void PlanPat(std::vector<RankState>& ranks, CollectiveOp op, uint64_t bytes, uint32_t channels,

@@ -32,6 +32,8 @@ ToString(CollectiveOp op)
             return "allgather";
         case CollectiveOp::AllToAll:
             return "alltoall";
+        case CollectiveOp::Broadcast:
+            return "broadcast";
     }
     return "?";
 }
@@ -58,7 +60,8 @@ ToString(CollectiveAlgorithm a)
 namespace
 {
 constexpr CollectiveOp kOps[] = {CollectiveOp::AllReduce, CollectiveOp::ReduceScatter,
-                                 CollectiveOp::AllGather, CollectiveOp::AllToAll};
+                                 CollectiveOp::AllGather, CollectiveOp::AllToAll,
+                                 CollectiveOp::Broadcast};
 constexpr CollectiveAlgorithm kAlgorithms[] = {
     CollectiveAlgorithm::Auto, CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree,
     CollectiveAlgorithm::Direct, CollectiveAlgorithm::Pat};
@@ -121,6 +124,10 @@ BusBwFactor(CollectiveOp op, uint32_t n)
     if (n <= 1)
     {
         return 0;
+    }
+    if (op == CollectiveOp::Broadcast)
+    {
+        return 1; // nccl-tests: busbw = algbw
     }
     return op == CollectiveOp::AllReduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
 }
@@ -401,6 +408,8 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
                     "PAT runs all-gather and reduce-scatter");
     NS_ABORT_MSG_IF(op == CollectiveOp::AllToAll && algo != CollectiveAlgorithm::Direct,
                     "all-to-all runs with the direct algorithm");
+    NS_ABORT_MSG_IF(op == CollectiveOp::Broadcast && algo != CollectiveAlgorithm::Ring,
+                    "broadcast runs on the ring");
     m_run = std::make_unique<Run>();
     Run& run = *m_run;
     run.done = std::move(done);
@@ -430,7 +439,11 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
     }
     if (Size() > 1 && bytes > 0)
     {
-        if (algo == CollectiveAlgorithm::Ring)
+        if (op == CollectiveOp::Broadcast)
+        {
+            PlanBroadcast(run.ranks, bytes, channels, pc, *m_layout);
+        }
+        else if (algo == CollectiveAlgorithm::Ring)
         {
             PlanRing(run.ranks, op, bytes, channels, pc, *m_layout);
         }

@@ -49,7 +49,8 @@ enum class CollectiveOp
     AllReduce,
     ReduceScatter,
     AllGather,
-    AllToAll
+    AllToAll,
+    Broadcast //!< from rank 0 of the communicator, as a ring pipeline (NCCL: Ring only)
 };
 
 enum class CollectiveAlgorithm

@@ -195,6 +195,10 @@ NcclCostModel::Considered(NcclFunc f, NcclAlgo a, NcclProto p) const
     {
         return a != NcclAlgo::Pat;
     }
+    if (f == NcclFunc::Broadcast)
+    {
+        return a == NcclAlgo::Ring;
+    }
     return a == NcclAlgo::Ring || (a == NcclAlgo::Pat && p == NcclProto::Simple);
 }
 
@@ -220,7 +224,7 @@ NcclCostModel::Estimate(NcclFunc f, NcclAlgo a, NcclProto p, uint64_t bytes) con
     const uint32_t nodes = m_nodes;
     const double ppn = static_cast<double>(n) / nodes;
     const bool allReduce = f == NcclFunc::AllReduce;
-    const uint32_t nsteps = allReduce ? 2 * (n - 1) : n - 1;
+    const uint32_t nsteps = allReduce ? 2 * (n - 1) : f == NcclFunc::Broadcast ? n : n - 1;
     const int col = nodes <= 2 ? static_cast<int>(nodes) - 1 : 2;
     const uint32_t cc = m_hw.computeCapability;
     const double llMaxBw = nodes == 1 ? (cc >= 90   ? kLlMaxBwsHopper[col]
@@ -280,7 +284,14 @@ NcclCostModel::Estimate(NcclFunc f, NcclAlgo a, NcclProto p, uint64_t bytes) con
     double intra = kHwLatencyUs[m_hw.nvlink && ppn > 1 ? kNvlink : kPci][A(a)][P(p)];
     double inter = kHwLatencyUs[kNet][ppn == 1 ? A(NcclAlgo::Tree) : A(a)][P(p)] +
                    m_hw.netLatencyUs * (p == NcclProto::Simple ? 2 : 1); // + flush
-    if (a == NcclAlgo::Ring)
+    if (a == NcclAlgo::Ring && f == NcclFunc::Broadcast)
+    {
+        // A pipeline, not steps: one hop's latency when every channel runs the same ring
+        // (NCCL's sameChannels; assumption: the graph search finds such rings here).
+        lat +=
+            kHwLatencyUs[nodes == 1 ? (m_hw.nvlink && ppn > 1 ? kNvlink : kPci) : kNet][A(a)][P(p)];
+    }
+    else if (a == NcclAlgo::Ring)
     {
         // Inter-node rings still launch a network post per step.
         double overhead = nodes > 1 ? m_hw.netOverheadUs * (p == NcclProto::Simple ? 3 : 1) : 0;
@@ -424,6 +435,7 @@ FuncOf(CollectiveOp op)
 {
     return op == CollectiveOp::AllReduce   ? NcclFunc::AllReduce
            : op == CollectiveOp::AllGather ? NcclFunc::AllGather
+           : op == CollectiveOp::Broadcast ? NcclFunc::Broadcast
                                            : NcclFunc::ReduceScatter;
 }
 
@@ -466,7 +478,8 @@ ChooseWith(const NcclCostModel* model, uint32_t size, uint32_t maxChannels, uint
     }
     const bool valid = algo == CollectiveAlgorithm::Auto || algo == CollectiveAlgorithm::Ring ||
                        (algo == CollectiveAlgorithm::Tree && op == CollectiveOp::AllReduce) ||
-                       (algo == CollectiveAlgorithm::Pat && op != CollectiveOp::AllReduce);
+                       (algo == CollectiveAlgorithm::Pat && op != CollectiveOp::AllReduce &&
+                        op != CollectiveOp::Broadcast);
     if (size < 2 || !valid)
     {
         // One rank: NCCL runs Ring/Simple at no cost. An invalid forced choice is refused by

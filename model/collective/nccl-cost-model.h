@@ -44,7 +44,8 @@ enum class NcclFunc
 {
     AllReduce,
     AllGather,
-    ReduceScatter
+    ReduceScatter,
+    Broadcast
 };
 
 /// In NCCL's index order (NCCL_ALGO_TREE 0, RING 1, PAT 6): ties go to the lower index.
