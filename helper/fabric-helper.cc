@@ -1,11 +1,16 @@
 #include "fabric-helper.h"
 
+#include "ns3/abort.h"
 #include "ns3/boolean.h"
 #include "ns3/double.h"
 #include "ns3/log.h"
 #include "ns3/object-factory.h"
+#include "ns3/pcap-file-wrapper.h"
 #include "ns3/simulator.h"
+#include "ns3/trace-helper.h"
 #include "ns3/uinteger.h"
+
+#include <sstream>
 
 namespace ns3
 {
@@ -31,6 +36,40 @@ Fabric::Fabric(const TopologySpec& spec)
 }
 
 Fabric::~Fabric() = default;
+
+namespace
+{
+void
+WritePcap(Ptr<PcapFileWrapper> file, Ptr<const Packet> frame)
+{
+    file->Write(Simulator::Now(), frame);
+}
+} // namespace
+
+std::string
+Fabric::EnablePcap(const std::string& prefix, Ptr<FabricNetDevice> port, uint32_t snapLen)
+{
+    NS_ABORT_MSG_IF(!port->GetNode(), "EnablePcap: the port belongs to no node");
+    std::ostringstream name;
+    name << prefix << "-" << port->GetNode()->GetId() << "-" << port->GetIfIndex() << ".pcap";
+    Ptr<PcapFileWrapper> file =
+        PcapHelper().CreateFile(name.str(), std::ios::out, PcapHelper::DLT_EN10MB, snapLen);
+    // A link is point to point: what the peer sends is what this port receives.
+    port->TraceConnectWithoutContext("Sniffer", MakeBoundCallback(&WritePcap, file));
+    if (FabricNetDevice* peer = port->GetPeer())
+    {
+        peer->TraceConnectWithoutContext("Sniffer", MakeBoundCallback(&WritePcap, file));
+    }
+    return name.str();
+}
+
+std::string
+Fabric::EnablePcap(const std::string& prefix, uint32_t nic, uint32_t plane, uint32_t snapLen) const
+{
+    NS_ABORT_MSG_IF(nic >= NumNics() || plane >= NumPlanes(),
+                    "EnablePcap: no port " << nic << ":" << plane);
+    return EnablePcap(prefix, HostPort(nic, plane), snapLen);
+}
 
 Ptr<FabricChannel>
 Fabric::Connect(Ptr<FabricNetDevice> a, Ptr<FabricNetDevice> b, double gbps, double delayNs)

@@ -61,6 +61,19 @@ class Fabric
     /// Seeds every port's and switch's random stream from `stream` on; returns streams used.
     int64_t AssignStreams(int64_t stream);
 
+    /**
+     * Writes every frame of a port's link, both directions as each starts on the wire, to
+     * PREFIX-NODE-DEVICE.pcap (ns-3's naming: the port's node id and device index): Ethernet,
+     * IPv4, UDP to port 4791 and the RoCEv2 headers, which Wireshark and tshark decode as
+     * InfiniBand BTH (and RETH, AETH). snapLen: bytes kept of each frame (the headers are
+     * the first 86). The file is complete once the simulation is destroyed. Returns its name.
+     */
+    static std::string EnablePcap(const std::string& prefix, Ptr<FabricNetDevice> port,
+                                  uint32_t snapLen = 65535);
+    /// The same for NIC `nic`'s port on `plane` (PREFIX-NIC-PLANE.pcap).
+    std::string EnablePcap(const std::string& prefix, uint32_t nic, uint32_t plane,
+                           uint32_t snapLen = 65535) const;
+
     struct Totals
     {
         uint64_t switchDropsBuffer{0};
