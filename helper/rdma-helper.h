@@ -7,7 +7,7 @@
 #define METAROCE_RDMA_HELPER_H
 
 #include "fabric-helper.h"
-#include "model/fabric/fabric-random.h"
+#include "model/core/fabric-random.h"
 #include "model/transport/rdma-nic.h"
 
 #include "ns3/object-factory.h"

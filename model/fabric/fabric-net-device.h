@@ -11,9 +11,9 @@
 
 #include "fabric-channel.h"
 #include "fabric-frame.h"
-#include "fabric-random.h"
+#include "model/core/fabric-random.h"
 #include "model/core/lazy-trace-source.h"
-#include "reusable-event.h"
+#include "model/core/reusable-event.h"
 
 #include "ns3/data-rate.h"
 #include "ns3/event-id.h"

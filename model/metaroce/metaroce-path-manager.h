@@ -19,8 +19,8 @@
 #ifndef METAROCE_METAROCE_PATH_MANAGER_H
 #define METAROCE_METAROCE_PATH_MANAGER_H
 
-#include "model/fabric/fabric-random.h"
-#include "model/fabric/ring.h"
+#include "model/core/fabric-random.h"
+#include "model/core/ring.h"
 #include "model/transport/queue-pair.h"
 #include "model/transport/rdma-congestion-ops.h"
 #include "model/transport/rdma-header.h"

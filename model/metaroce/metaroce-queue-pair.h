@@ -23,7 +23,7 @@
 #include "metaroce-nic-rtt.h"
 #include "metaroce-path-manager.h"
 #include "metaroce-receiver.h"
-#include "model/fabric/ring.h"
+#include "model/core/ring.h"
 #include "model/transport/queue-pair.h"
 #include "model/transport/rdma-congestion-ops.h"
 
