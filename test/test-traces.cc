@@ -183,10 +183,12 @@ TEST_CASE("Traces: DCQCN's rate and a port's queue depth as TracedValues", "[tra
     uint32_t rateCalls = 0;
     uint32_t rateMismatches = 0;
     double lowest = 1e12;
+    double firstNew = -1;
     Config::ConnectWithoutContext(QpPath(w.fabric->Host(0), a->GetQpn(), "Rate"),
                                   Callback<void, double, double>(
                                       [&](double, double v)
                                       {
+                                          firstNew = firstNew < 0 ? v : firstNew;
                                           ++rateCalls;
                                           rateMismatches += v != qa->GetRateBps();
                                           lowest = std::min(lowest, v);
@@ -208,7 +210,8 @@ TEST_CASE("Traces: DCQCN's rate and a port's queue depth as TracedValues", "[tra
     Simulator::Run();
     CHECK(rateCalls > 0);
     CHECK(rateMismatches == 0);
-    CHECK(lowest < 50e9); // DCQCN cut the rate below half the 100G line
+    CHECK(firstNew == 100e9); // the line rate when the QP starts
+    CHECK(lowest < 50e9);     // DCQCN cut the rate below half the 100G line
     CHECK(queueMismatches == 0);
     CHECK(highest > 0);
     CHECK(highest == port->GetCounters().maxQueueBytes);

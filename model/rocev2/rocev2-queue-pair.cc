@@ -126,6 +126,10 @@ RoceV2QueuePair::EnsureCc()
     double line = static_cast<double>(m_nic->GetPort(m_port)->GetDataRate().GetBitRate());
     m_cc.lineRateBps = line;
     m_cc.rateBps = line;
+    if (m_traces)
+    {
+        m_traces->rate = line; // a sink connected before the QP started
+    }
     m_cc.mtu = m_mtu;
     m_cc.paths.resize(1);
     m_cc.onRateChange = [this]()
