@@ -13,6 +13,7 @@
 #include "topology-spec.h"
 
 #include "ns3/node.h"
+#include "ns3/object-factory.h"
 
 #include <memory>
 #include <vector>
@@ -30,6 +31,9 @@ class Fabric
 {
   public:
     explicit Fabric(const TopologySpec& spec);
+    /// Switches made by `switches`, ports by `ports` if given (FabricHelper's attribute
+    /// settings).
+    Fabric(const TopologySpec& spec, const ObjectFactory& switches, const ObjectFactory* ports);
     ~Fabric();
     Fabric(const Fabric&) = delete;
     Fabric& operator=(const Fabric&) = delete;
@@ -61,6 +65,19 @@ class Fabric
     /// Seeds every port's and switch's random stream from `stream` on; returns streams used.
     int64_t AssignStreams(int64_t stream);
 
+    /**
+     * Writes every frame of a port's link, both directions as each starts on the wire, to
+     * PREFIX-NODE-DEVICE.pcap (ns-3's naming: the port's node id and device index): Ethernet,
+     * IPv4, UDP to port 4791 and the RoCEv2 headers, which Wireshark and tshark decode as
+     * InfiniBand BTH (and RETH, AETH). snapLen: bytes kept of each frame (the headers are
+     * the first 86). The file is complete once the simulation is destroyed. Returns its name.
+     */
+    static std::string EnablePcap(const std::string& prefix, Ptr<FabricNetDevice> port,
+                                  uint32_t snapLen = 65535);
+    /// The same for NIC `nic`'s port on `plane` (PREFIX-NIC-PLANE.pcap).
+    std::string EnablePcap(const std::string& prefix, uint32_t nic, uint32_t plane,
+                           uint32_t snapLen = 65535) const;
+
     struct Totals
     {
         uint64_t switchDropsBuffer{0};
@@ -87,6 +104,9 @@ class Fabric
                                double delayNs);
 
     TopologySpec m_spec;
+    ObjectFactory m_switchFactory;
+    ObjectFactory m_portFactory;
+    bool m_portAttributes{false}; //!< m_portFactory sets any attribute (else CreateObject)
     Ptr<ClosRouter> m_router;
     std::vector<Ptr<Node>> m_hosts;
     std::vector<Ptr<FabricSwitch>> m_switches;
@@ -96,12 +116,32 @@ class Fabric
     uint64_t m_ports{0};
 };
 
-/// ns-3 style front end: FabricHelper().Build(spec) or .Build("topologies/x.json").
+/**
+ * ns-3 style front end: FabricHelper().Build(spec) or .Build("topologies/x.json"). Switch
+ * and port attributes are set on the helper, as on ns-3's device helpers:
+ *
+ *   FabricHelper fh;
+ *   fh.SetSwitchAttribute("PfcEnabled", BooleanValue(true));
+ *   fh.SetDeviceAttribute("ControlTrafficClass", UintegerValue(7));
+ *   auto fabric = fh.Build(LoadTopologyFile("topologies/fpf-8plane-64.json"));
+ *
+ * A topology file's "switch" object is the same list of switch attributes (applied first;
+ * the helper's own settings then override them). A port's DataRate comes from its link.
+ */
 class FabricHelper
 {
   public:
+    FabricHelper();
+    /// Sets an attribute of every FabricSwitch built (an unknown name aborts, as in ns-3).
+    void SetSwitchAttribute(const std::string& name, const AttributeValue& value);
+    /// Sets an attribute of every FabricNetDevice built, hosts' and switches' ports.
+    void SetDeviceAttribute(const std::string& name, const AttributeValue& value);
     std::unique_ptr<Fabric> Build(const TopologySpec& spec) const;
     std::unique_ptr<Fabric> Build(const std::string& topologyFile) const;
+
+  private:
+    AttributeList m_switchAttributes;
+    AttributeList m_deviceAttributes;
 };
 
 } // namespace metaroce

@@ -20,6 +20,18 @@ namespace metaroce
 
 namespace
 {
+/// A switch port's share of the shared buffer as the topology sets it (else the default).
+uint64_t
+BufferPerPort(const TopologySpec& t)
+{
+    Ptr<const AttributeValue> v = t.SwitchAttribute("BufferPerPort");
+    const auto* u = v ? dynamic_cast<const UintegerValue*>(PeekPointer(v)) : nullptr;
+    return u != nullptr ? u->Get() : 323555;
+}
+} // namespace
+
+namespace
+{
 // Per-object costs, in bytes of peak RSS, fitted to measured runs (Release build, tcmalloc on
 // huge pages; cost.peak_rss_bytes, cost.build_peak_rss_bytes and cost.start_rss_bytes of
 // metaroce-sim --out; RSS grows in 2 MiB steps, so each cost comes from runs that move it by
@@ -444,8 +456,7 @@ EstimatePeakMemory(const RunSpec& spec)
                        std::max<uint32_t>(1, w.entropiesPerFlow);
         nicState = nics * kPerRawEndpoint;
         workload = flows * kPerRawFlow;
-        double bufferPerPort =
-            static_cast<double>(spec.topology.sw.bufferPerPortBytes.value_or(323555));
+        double bufferPerPort = static_cast<double>(BufferPerPort(spec.topology));
         double rateGbps = w.rateGbps > 0 ? w.rateGbps : spec.topology.nicPortGbps;
         double offered =
             nics * static_cast<double>(w.planes.size()) * rateGbps * 125 * spec.durationUs;

@@ -22,7 +22,7 @@ RdmaHelper::~RdmaHelper()
 {
     for (auto& nic : m_nics)
     {
-        nic->Dispose();
+        nic->Close(); // not Dispose: that would dispose the host it is aggregated to
     }
 }
 

@@ -7,7 +7,7 @@
 #define METAROCE_RDMA_HELPER_H
 
 #include "fabric-helper.h"
-#include "model/fabric/fabric-random.h"
+#include "model/core/fabric-random.h"
 #include "model/transport/rdma-nic.h"
 
 #include "ns3/object-factory.h"
@@ -24,7 +24,7 @@ class RdmaHelper
   public:
     /// stream: random stream for entropies (see AssignStreams conventions of Fabric).
     RdmaHelper(Fabric& fabric, int64_t stream);
-    /// Disposes the NICs it installed: a NIC and its QPs reference each other (QPs, rate
+    /// Closes the NICs it installed: a NIC and its QPs reference each other (QPs, rate
     /// hints, completion handlers), so without it they would outlive the run.
     ~RdmaHelper();
     RdmaHelper(const RdmaHelper&) = delete;

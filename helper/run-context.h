@@ -8,7 +8,7 @@
 
 #include "fabric-helper.h"
 #include "model/collective/communicator.h"
-#include "model/fabric/fabric-random.h"
+#include "model/core/fabric-random.h"
 #include "model/transport/scale-up.h"
 #include "progress-reporter.h"
 #include "rdma-helper.h"

@@ -79,6 +79,10 @@ RunWorld(const RunSpec& spec, ProgressReporter& progress)
     double buildS = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     uint64_t buildRss = PeakRssBytes();
     ScheduleFaults(*fabric, spec.faults);
+    for (const auto& [nic, plane] : spec.pcapPorts)
+    {
+        fabric->EnablePcap(spec.pcapPrefix, nic, plane);
+    }
 
     std::vector<RunRecord> recs(1);
     RunRecord& rec = recs[0];

@@ -164,7 +164,11 @@ struct RunSpec
     bool expectUnfinished{false}; //!< unfinished work is expected (exit 0, not 3)
     bool checkInvariants{true};   //!< the invariant checker (see RunWatchdog)
     double maxWallS{0};           //!< wall-clock limit of the run (0: none; command line)
-    nlohmann::json resolved;      //!< the scenario JSON of this variant, topology inlined
+    /// Ports whose links are written to pcap files, as (NIC, plane), and the files' prefix
+    /// (command line; see Fabric::EnablePcap).
+    std::vector<std::pair<uint32_t, uint32_t>> pcapPorts;
+    std::string pcapPrefix;
+    nlohmann::json resolved; //!< the scenario JSON of this variant, topology inlined
 };
 
 struct Scenario

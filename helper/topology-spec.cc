@@ -2,6 +2,11 @@
 
 #include "json-reader.h"
 
+#include "ns3/boolean.h"
+#include "ns3/double.h"
+#include "ns3/nstime.h"
+#include "ns3/uinteger.h"
+
 #include <cmath>
 
 namespace ns3
@@ -17,51 +22,60 @@ CeilDiv(uint64_t a, uint64_t b)
     return static_cast<uint32_t>((a + b - 1) / b);
 }
 
-SwitchParams
+/// The "switch" object: each key sets one FabricSwitch attribute (all fifteen of them).
+AttributeList
 ParseSwitch(const JsonReader& r)
 {
-    SwitchParams s;
-    if (r.Has("buffer_per_port_bytes"))
+    AttributeList s;
+    auto set = [&s](const char* attribute, const AttributeValue& v)
+    { s.emplace_back(attribute, v.Copy()); };
+    auto uint = [&](const char* key, const char* attribute, uint64_t min, uint64_t max)
     {
-        s.bufferPerPortBytes = r.UInt("buffer_per_port_bytes", 4096, 1ULL << 34);
-    }
-    if (r.Has("alpha"))
+        if (r.Has(key))
+        {
+            set(attribute, UintegerValue(r.UInt(key, min, max)));
+        }
+    };
+    auto number = [&](const char* key, const char* attribute, double min, double max)
     {
-        s.alpha = r.Number("alpha", 1.0 / 1024, 1024);
-    }
-    if (r.Has("ecn"))
+        if (r.Has(key))
+        {
+            set(attribute, DoubleValue(r.Number(key, min, max)));
+        }
+    };
+    auto boolean = [&](const char* key, const char* attribute)
     {
-        s.ecn = r.Bool("ecn", true);
-    }
-    if (r.Has("ecn_kmin_bytes"))
+        if (r.Has(key))
+        {
+            set(attribute, BooleanValue(r.Bool(key, false)));
+        }
+    };
+    // scale: picoseconds per unit of the key
+    auto time = [&](const char* key, const char* attribute, double max, double scale)
     {
-        s.ecnKminBytes = r.UInt("ecn_kmin_bytes", 0, 1ULL << 34);
-    }
-    if (r.Has("ecn_kmax_bytes"))
-    {
-        s.ecnKmaxBytes = r.UInt("ecn_kmax_bytes", 0, 1ULL << 34);
-    }
-    if (r.Has("ecn_pmax"))
-    {
-        s.ecnPmax = r.Number("ecn_pmax", 0.0, 1.0);
-    }
-    if (r.Has("latency_ns"))
-    {
-        s.latencyNs = r.Number("latency_ns", 0.0, 1e6);
-    }
-    if (r.Has("convergence_us"))
-    {
-        s.convergenceUs = r.Number("convergence_us", 0.0, 1e8);
-    }
-    if (r.Has("pfc"))
-    {
-        s.pfc = r.Bool("pfc", false);
-    }
-    if (r.Has("pfc_alpha"))
-    {
-        s.pfcAlpha = r.Number("pfc_alpha", 1.0 / 1024, 64);
-    }
-    if (s.ecnKminBytes && s.ecnKmaxBytes && *s.ecnKminBytes > *s.ecnKmaxBytes)
+        if (r.Has(key))
+        {
+            set(attribute,
+                TimeValue(PicoSeconds(static_cast<int64_t>(r.Number(key, 0.0, max) * scale))));
+        }
+    };
+    uint("buffer_per_port_bytes", "BufferPerPort", 4096, 1ULL << 34);
+    uint("buffer_bytes", "BufferBytes", 0, 1ULL << 44);
+    number("alpha", "Alpha", 1.0 / 1024, 1024);
+    boolean("ecn", "EcnEnabled");
+    uint("ecn_kmin_bytes", "EcnKmin", 0, 1ULL << 34);
+    uint("ecn_kmax_bytes", "EcnKmax", 0, 1ULL << 34);
+    number("ecn_pmax", "EcnPmax", 0.0, 1.0);
+    time("latency_ns", "Latency", 1e6, 1000);
+    time("convergence_us", "ConvergenceDelay", 1e8, 1e6);
+    uint("ecmp_salt", "EcmpSalt", 0, UINT32_MAX);
+    boolean("pfc", "PfcEnabled");
+    uint("pfc_class", "PfcClass", 0, 7);
+    number("pfc_alpha", "PfcAlpha", 1.0 / 1024, 64);
+    time("pfc_response_us", "PfcResponseTime", 1e6, 1e6);
+    uint("pfc_xon_offset_bytes", "PfcXonOffset", 0, 1ULL << 34);
+    if (r.Has("ecn_kmin_bytes") && r.Has("ecn_kmax_bytes") &&
+        r.UInt("ecn_kmin_bytes", 0, 1ULL << 34) > r.UInt("ecn_kmax_bytes", 0, 1ULL << 34))
     {
         r.Fail("ecn_kmin_bytes", "must not exceed ecn_kmax_bytes");
     }
@@ -100,7 +114,7 @@ ParseTopology(const nlohmann::json& j, const std::string& path)
     }
     if (r.Has("switch"))
     {
-        t.sw = ParseSwitch(r.Object("switch"));
+        t.switchAttributes = ParseSwitch(r.Object("switch"));
     }
     if (r.Has("nic_tx_latency_ns"))
     {
@@ -280,6 +294,20 @@ ParseTopology(const nlohmann::json& j, const std::string& path)
     }
     r.Finish();
     return t;
+}
+
+Ptr<const AttributeValue>
+TopologySpec::SwitchAttribute(const std::string& name) const
+{
+    Ptr<const AttributeValue> v;
+    for (const auto& [attribute, value] : switchAttributes)
+    {
+        if (attribute == name)
+        {
+            v = value; // the last setting wins, as on the helper
+        }
+    }
+    return v;
 }
 
 TopologySpec

@@ -7,6 +7,9 @@
 
 #include "model/fabric/clos-geometry.h"
 
+#include "ns3/attribute.h"
+#include "ns3/ptr.h"
+
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -17,20 +20,9 @@ namespace ns3
 namespace metaroce
 {
 
-/// Switch attributes a topology may override (unset: the FabricSwitch attribute default).
-struct SwitchParams
-{
-    std::optional<uint64_t> bufferPerPortBytes;
-    std::optional<double> alpha;
-    std::optional<bool> ecn;
-    std::optional<uint64_t> ecnKminBytes;
-    std::optional<uint64_t> ecnKmaxBytes;
-    std::optional<double> ecnPmax;
-    std::optional<double> latencyNs;
-    std::optional<double> convergenceUs;
-    std::optional<bool> pfc;
-    std::optional<double> pfcAlpha;
-};
+/// FabricSwitch attributes a topology sets, in the order given (the others keep their
+/// defaults): what FabricHelper::SetSwitchAttribute receives when the fabric is built.
+using AttributeList = std::vector<std::pair<std::string, Ptr<const AttributeValue>>>;
 
 struct TopologySpec
 {
@@ -50,7 +42,9 @@ struct TopologySpec
     double distanceKm{0};
     double usPerKm{5.0};
     double interSiteGbps{0};
-    SwitchParams sw;
+    AttributeList switchAttributes; //!< from the file's "switch" object
+    /// The value the topology gives switch attribute `name`, or null (the default).
+    Ptr<const AttributeValue> SwitchAttribute(const std::string& name) const;
     // Accelerator hosts of acceleratorsPerHost accelerators sharing a scale-up domain, each
     // NIC serving acceleratorsPerNic of them: accelerator a (numbered host by host) uses NIC
     // a / acceleratorsPerNic, so accelerator i of every host uses its host's NIC

@@ -1,6 +1,6 @@
 #include "trace-replay.h"
 
-#include "model/fabric/fabric-random.h"
+#include "model/core/fabric-random.h"
 #include "run-context.h"
 
 #include "ns3/simulator.h"

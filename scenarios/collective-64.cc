@@ -7,6 +7,7 @@
  *
  * Built in the tree and, by the tests, against the installed package (find_package(metaroce)).
  */
+#include "ns3/boolean.h"
 #include "ns3/metaroce-module.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
@@ -21,11 +22,16 @@ namespace
 {
 /// One all-reduce of `bytes` on a fresh fabric; returns what the communicator reports.
 CollectiveResult
-AllReduce(TopologySpec topo, const std::string& qpType, uint64_t bytes)
+AllReduce(const TopologySpec& topo, const std::string& qpType, uint64_t bytes)
 {
     CollectiveResult result;
     {
-        auto fabric = FabricHelper().Build(topo);
+        FabricHelper fh;
+        if (qpType == "ns3::metaroce::RoceV2QueuePair")
+        {
+            fh.SetSwitchAttribute("PfcEnabled", BooleanValue(true)); // RoCEv2 as deployed
+        }
+        auto fabric = fh.Build(topo);
         RdmaHelper rdma(*fabric, 1 + fabric->AssignStreams(1));
         rdma.InstallNics();
         rdma.SetQueuePairType(qpType);
@@ -73,10 +79,6 @@ main(int argc, char* argv[])
     const uint64_t bytes = 8 << 20;
     for (const char* qp : {"ns3::metaroce::MetaRoceQueuePair", "ns3::metaroce::RoceV2QueuePair"})
     {
-        if (std::string(qp) == "ns3::metaroce::RoceV2QueuePair")
-        {
-            topo.sw.pfc = true; // RoCEv2 as deployed: a lossless class
-        }
         CollectiveResult r = AllReduce(topo, qp, bytes);
         if (r.endPs <= r.startPs)
         {

@@ -2,7 +2,7 @@
  * metaroce-sim: runs one scenario file and prints its table.
  *
  *   metaroce-sim SCENARIO.json [--set key.path=value ...] [--out FILE.json] [--quiet]
- *                [--dry-run] [--max-memory BYTES|NNG|NNM]
+ *                [--dry-run] [--max-memory BYTES|NNG|NNM] [--pcap NIC:PLANE ...]
  *
  * Exit status: 0 done; 2 bad input (the message names the key; nothing is written) or a run
  * whose estimated peak memory exceeds the limit; 3 a run left work unfinished (results are
@@ -25,6 +25,7 @@
 #include "ns3/type-id.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +42,7 @@ namespace
 const char* kUsage =
     "usage: metaroce-sim SCENARIO.json [--set key.path=value ...] [--variant NAME ...] "
     "[--out FILE.json] [--max-wall-s S] [--max-memory SIZE] [--quiet] [--dry-run]\n"
+    "       [--pcap NIC:PLANE ...]\n"
     "  --set      override any scenario key (repeatable), e.g. --set workload.rate_gbps=50\n"
     "  --variant  run only this variant of the scenario (repeatable; default: all)\n"
     "  --out      write results as JSON to FILE.json and as CSV beside it (FILE.csv)\n"
@@ -50,7 +52,10 @@ const char* kUsage =
     "  --dry-run  validate, print the resolved scenario, the fabric's size and the estimated\n"
     "             peak memory, run nothing\n"
     "  --max-memory  refuse (exit 2) a run whose estimated peak memory exceeds SIZE (bytes, or\n"
-    "             with K, M, G, T: 512M, 20G); default: MemAvailable in /proc/meminfo\n";
+    "             with K, M, G, T: 512M, 20G); default: MemAvailable in /proc/meminfo\n"
+    "  --pcap     write the link of NIC's port on PLANE (both directions) to a pcap file\n"
+    "             (repeatable): OUT-VARIANT-NIC-PLANE.pcap, OUT being --out without .json\n"
+    "             (default: the scenario's name); Wireshark decodes it as RoCEv2\n";
 
 struct Options
 {
@@ -61,8 +66,29 @@ struct Options
     double maxWallS{0};
     bool quiet{false};
     bool dryRun{false};
-    MemoryLimit memory; //!< --max-memory, if given
+    MemoryLimit memory;                              //!< --max-memory, if given
+    std::vector<std::pair<uint32_t, uint32_t>> pcap; //!< --pcap NIC:PLANE
 };
+
+/// NIC:PLANE of --pcap.
+std::pair<uint32_t, uint32_t>
+ParsePort(const std::string& v)
+{
+    const auto colon = v.find(':');
+    try
+    {
+        if (colon != std::string::npos && v.find_first_not_of("0123456789:") == std::string::npos &&
+            colon > 0 && colon + 1 < v.size() && v.find(':', colon + 1) == std::string::npos)
+        {
+            return {static_cast<uint32_t>(std::stoul(v.substr(0, colon))),
+                    static_cast<uint32_t>(std::stoul(v.substr(colon + 1)))};
+        }
+    }
+    catch (const std::out_of_range&)
+    {
+    }
+    throw InputError("--pcap: expected NIC:PLANE (two numbers), got '" + v + "'");
+}
 
 Options
 ParseArgs(int argc, char* argv[])
@@ -135,6 +161,14 @@ ParseArgs(int argc, char* argv[])
             std::string v = a == "--max-memory" ? value("--max-memory") : a.substr(13);
             o.memory = {ParseMemorySize(v, "--max-memory"), "--max-memory", true};
         }
+        else if (a == "--pcap")
+        {
+            o.pcap.push_back(ParsePort(value(a)));
+        }
+        else if (a.rfind("--pcap=", 0) == 0)
+        {
+            o.pcap.push_back(ParsePort(a.substr(7)));
+        }
         else if (!a.empty() && a[0] == '-')
         {
             throw InputError(a + ": unknown option");
@@ -170,6 +204,27 @@ main(int argc, char* argv[])
         for (auto& r : sc.runs)
         {
             r.maxWallS = opt.maxWallS;
+            for (const auto& [nic, plane] : opt.pcap)
+            {
+                if (nic >= r.topology.nics || plane >= r.topology.planes)
+                {
+                    throw InputError("--pcap " + std::to_string(nic) + ":" + std::to_string(plane) +
+                                     ": the topology has " + std::to_string(r.topology.nics) +
+                                     " NICs and " + std::to_string(r.topology.planes) + " planes");
+                }
+            }
+            r.pcapPorts = opt.pcap;
+            std::string base = opt.out.empty() ? sc.name : opt.out;
+            if (base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0)
+            {
+                base.resize(base.size() - 5);
+            }
+            std::string variant = r.variant;
+            for (char& c : variant)
+            {
+                c = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
+            }
+            r.pcapPrefix = variant.empty() ? base : base + "-" + variant;
         }
         // Every output is proven writable before anything is simulated.
         outputs = OutputFiles(opt.out);

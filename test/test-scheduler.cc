@@ -2,10 +2,10 @@
 #include "helper/fabric-helper.h"
 #include "helper/rdma-helper.h"
 #include "model/core/bucket-scheduler.h"
+#include "model/core/fabric-random.h"
 #include "model/core/fast-simulator-impl.h"
 #include "model/core/quad-heap-scheduler.h"
-#include "model/fabric/fabric-random.h"
-#include "model/fabric/reusable-event.h"
+#include "model/core/reusable-event.h"
 #include "test-util.h"
 
 #include "ns3/config.h"

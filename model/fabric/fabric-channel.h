@@ -10,7 +10,7 @@
 #define METAROCE_FABRIC_CHANNEL_H
 
 #include "fabric-frame.h"
-#include "reusable-event.h"
+#include "model/core/reusable-event.h"
 
 #include "ns3/channel.h"
 #include "ns3/nstime.h"

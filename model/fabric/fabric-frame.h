@@ -13,7 +13,7 @@
 #ifndef METAROCE_FABRIC_FRAME_H
 #define METAROCE_FABRIC_FRAME_H
 
-#include "ring.h"
+#include "model/core/ring.h"
 
 #include "ns3/packet.h"
 #include "ns3/ptr.h"

@@ -1,6 +1,7 @@
 #include "fabric-net-device.h"
 
 #include "fabric-channel.h"
+#include "fabric-header.h"
 #include "model/core/fast-simulator-impl.h"
 
 #include "ns3/abort.h"
@@ -51,9 +52,21 @@ FabricNetDevice::GetTypeId()
             .AddTraceSource("Drop", "A frame was dropped by the port (reason: FabricDropReason).",
                             MakeTraceSourceAccessor(&FabricNetDevice::m_dropTrace),
                             "ns3::metaroce::FabricNetDevice::DropTracedCallback")
-            .AddTraceSource("PhyTxBegin", "A frame started transmission.",
-                            MakeTraceSourceAccessor(&FabricNetDevice::m_txBeginTrace),
-                            "ns3::Packet::TracedCallback");
+            .AddTraceSource(
+                "PhyTxBegin", "A frame started transmission (the transport's bytes).",
+                MakeLazyTraceSourceAccessor<FabricNetDevice>(&FabricPortTraces::txBegin),
+                "ns3::Packet::TracedCallback")
+            .AddTraceSource(
+                "Sniffer",
+                "A frame started transmission, as on the wire: Ethernet, IPv4, UDP (4791) and "
+                "the RoCEv2 headers and payload (no FCS), for pcap.",
+                MakeLazyTraceSourceAccessor<FabricNetDevice>(&FabricPortTraces::sniffer),
+                "ns3::Packet::TracedCallback")
+            .AddTraceSource(
+                "QueueBytes",
+                "Bytes waiting in the port's queues (data and control), after each change.",
+                MakeLazyTraceSourceAccessor<FabricNetDevice>(&FabricPortTraces::queueBytes),
+                "ns3::TracedValueCallback::Uint64");
     return tid;
 }
 
@@ -64,12 +77,36 @@ FabricNetDevice::FabricNetDevice()
 
 FabricNetDevice::~FabricNetDevice() = default;
 
+FabricPortTraces&
+FabricNetDevice::GetTraceBlock()
+{
+    if (!m_traces)
+    {
+        m_traces.reset(new FabricPortTraces);
+        m_traces->queueBytes = m_queueBytes[0] + m_queueBytes[1];
+    }
+    return *m_traces;
+}
+
+void
+FabricNetDevice::TraceTransmit(const FabricFrame& f)
+{
+    TraceFrame(m_traces->txBegin, f);
+    if (!m_traces->sniffer.IsEmpty())
+    {
+        Ptr<Packet> p = f.AsPacket()->Copy();
+        p->AddHeader(FabricHeader::FromFrame(f));
+        m_traces->sniffer(p);
+    }
+}
+
 void
 FabricNetDevice::DoDispose()
 {
     CancelTx();
     m_queue[0].Clear();
     m_queue[1].Clear();
+    m_traces.reset();
     m_channel = nullptr;
     m_channelRaw = nullptr;
     m_node = nullptr;
@@ -212,6 +249,7 @@ FabricNetDevice::Enqueue(FabricFrame&& frame)
     if (m_eventPending)
     {
         m_queue[q].PushBack(std::move(frame)); // the pending event will send it
+        TraceQueue();
         return true;
     }
     int64_t now = NowPs();
@@ -225,6 +263,7 @@ FabricNetDevice::Enqueue(FabricFrame&& frame)
         return true;
     }
     m_queue[q].PushBack(std::move(frame));
+    TraceQueue();
     Kick(now);
     return true;
 }
@@ -342,6 +381,7 @@ FabricNetDevice::TryTransmit(int64_t now)
     uint32_t qi = static_cast<uint32_t>(q - m_queue);
     FabricFrame f = q->PopFront();
     m_queueBytes[qi] -= f.wireBytes;
+    TraceQueue();
     StartTransmission(std::move(f), now);
 }
 
@@ -356,7 +396,10 @@ FabricNetDevice::StartTransmission(FabricFrame&& f, int64_t now)
     m_busyUntilPs = now + tx;
     ++m_txPackets;
     m_txBytes += f.wireBytes;
-    TraceFrame(m_txBeginTrace, f); // only when traced: the bytes are cold (or built) here
+    if (m_traces)
+    {
+        TraceTransmit(f); // only when traced: the bytes are cold (or built) here
+    }
     m_channelRaw->Transmit(m_txDir, std::move(f), tx, now);
     // The end of this frame matters only if a frame waits behind it or the owner feeds the
     // port one frame at a time; otherwise the next Enqueue finds m_busyUntilPs.
@@ -437,6 +480,7 @@ FabricNetDevice::SetLinkUp(bool up)
             }
         }
         m_queueBytes[0] = m_queueBytes[1] = 0;
+        TraceQueue();
     }
     m_linkChangeCallbacks();
     if (m_receiver != nullptr)

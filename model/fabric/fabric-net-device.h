@@ -11,14 +11,16 @@
 
 #include "fabric-channel.h"
 #include "fabric-frame.h"
-#include "fabric-random.h"
-#include "reusable-event.h"
+#include "model/core/fabric-random.h"
+#include "model/core/lazy-trace-source.h"
+#include "model/core/reusable-event.h"
 
 #include "ns3/data-rate.h"
 #include "ns3/event-id.h"
 #include "ns3/net-device.h"
 #include "ns3/node.h"
 #include "ns3/traced-callback.h"
+#include "ns3/traced-value.h"
 
 namespace ns3
 {
@@ -60,6 +62,14 @@ class FabricFrameReceiver
     virtual bool WantsPortIdle() const { return false; }
     /// The port's link went down or came back.
     virtual void NotifyLinkChange(FabricNetDevice* port, bool up) {}
+};
+
+/// A port's trace sources, made when the first sink connects (see lazy-trace-source.h).
+struct FabricPortTraces
+{
+    TracedCallback<Ptr<const Packet>> txBegin;
+    TracedCallback<Ptr<const Packet>> sniffer;
+    TracedValue<uint64_t> queueBytes;
 };
 
 class alignas(64) FabricNetDevice final : public NetDevice
@@ -173,6 +183,9 @@ class alignas(64) FabricNetDevice final : public NetDevice
 
     typedef void (*DropTracedCallback)(Ptr<const Packet> packet, uint8_t reason);
 
+    /// The trace block, made now if no sink connected before (for the trace accessors).
+    FabricPortTraces& GetTraceBlock();
+
   protected:
     void DoDispose() override;
 
@@ -188,6 +201,16 @@ class alignas(64) FabricNetDevice final : public NetDevice
     /// Starts the transmitter now if it is free, or arranges one event for when it is.
     void Kick(int64_t now);
     void Drop(const FabricFrame& f, FabricDropReason reason);
+    /// Fires the transmit trace sources for a frame going on the wire (only when traced).
+    void TraceTransmit(const FabricFrame& f);
+    /// Reports the queue's depth to the QueueBytes trace's sinks (only when traced).
+    void TraceQueue()
+    {
+        if (m_traces)
+        {
+            m_traces->queueBytes = m_queueBytes[0] + m_queueBytes[1];
+        }
+    }
 
     // Line 0, after NetDevice's 32 bytes: what a frame's arrival reads.
     FabricFrameReceiver* m_receiver{nullptr};
@@ -212,8 +235,8 @@ class alignas(64) FabricNetDevice final : public NetDevice
     uint32_t m_psPerByte{0}; //!< exact ps per byte at m_rate, or 0 (see TxTimePs)
     uint8_t m_controlTc{6};
     uint8_t m_pausedMask{0};
-    uint8_t m_txDir{0};                               //!< m_channelRaw's direction from here
-    TracedCallback<Ptr<const Packet>> m_txBeginTrace; //!< IsEmpty reads its first word: line 2
+    uint8_t m_txDir{0};                        //!< m_channelRaw's direction from here
+    LazyTraceBlock<FabricPortTraces> m_traces; //!< null until a sink connects
     // Cold.
     Ptr<Node> m_node;
     Ptr<FabricChannel> m_channel;

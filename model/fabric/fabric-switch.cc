@@ -424,6 +424,8 @@ void
 FabricSwitch::SendPause(uint32_t i, bool pause)
 {
     m_upstreamPaused[i] = pause;
+    NS_LOG_INFO("switch " << GetId() << " port " << i << ": PFC " << (pause ? "PAUSE" : "RESUME")
+                          << " of class " << unsigned(m_pfcClass) << " sent upstream");
     if (pause)
     {
         ++m_pausesSent;

@@ -18,8 +18,8 @@
 #define METAROCE_FABRIC_SWITCH_H
 
 #include "fabric-net-device.h"
-#include "fabric-random.h"
 #include "fabric-router.h"
+#include "model/core/fabric-random.h"
 
 #include "ns3/node.h"
 #include "ns3/nstime.h"

@@ -108,7 +108,8 @@ MetaRocePathManager::LeastPopulatedPlane() const
 }
 
 uint32_t
-MetaRocePathManager::OpenPath(uint32_t plane, PathState state, bool wake, bool virgin)
+MetaRocePathManager::OpenPath(uint32_t plane, PathState state, bool wake, bool virgin,
+                              PathEvent why)
 {
     uint32_t slot = static_cast<uint32_t>(m_heads.size());
     for (uint32_t i = 0; i < m_heads.size(); ++i)
@@ -140,6 +141,7 @@ MetaRocePathManager::OpenPath(uint32_t plane, PathState state, bool wake, bool v
     }
     m_planes[plane].paths.push_back(static_cast<uint16_t>(slot));
     ++m_pc.pathsOpened;
+    m_owner->PathChanged(slot, plane, why);
     if (wake)
     {
         m_owner->WakePlane(plane);
@@ -202,7 +204,7 @@ MetaRocePathManager::MoveInflightToRetx(uint32_t i)
 }
 
 void
-MetaRocePathManager::RetirePath(uint32_t i)
+MetaRocePathManager::RetirePath(uint32_t i, PathEvent why)
 {
     PathHead& hd = m_heads[i];
     if (hd.state == PATH_RETIRED)
@@ -218,6 +220,7 @@ MetaRocePathManager::RetirePath(uint32_t i)
     auto& list = m_planes[hd.plane].paths;
     list.erase(std::remove(list.begin(), list.end(), static_cast<uint16_t>(i)), list.end());
     ++m_pc.pathsRetired;
+    m_owner->PathChanged(i, hd.plane, why);
 }
 
 int32_t
@@ -322,7 +325,7 @@ MetaRocePathManager::Housekeeping(int64_t now, bool work)
             int64_t idleAt = p.lastSendPs + m_cfg.idleTimeoutPs;
             if (now >= idleAt)
             {
-                RetirePath(i);
+                RetirePath(i, PathEvent::ClosedIdle);
                 --active;
                 ++m_pc.pathsClosedIdle;
             }
@@ -359,6 +362,7 @@ MetaRocePathManager::PathTimeout(uint32_t i, int64_t now)
     const bool probing = m_heads[i].state == PATH_PROBING;
     m_pc.lossesTimeout += MoveInflightToRetx(i);
     p.lastProgressPs = now;
+    m_owner->PathChanged(i, m_heads[i].plane, PathEvent::TimedOut);
     m_owner->PathTimedOut(d, probing);
     if (probing)
     {
@@ -560,7 +564,7 @@ MetaRocePathManager::MaybeGrow(int64_t now)
     OpenOwedPaths();
     for (uint32_t k = active; k < target; ++k)
     {
-        OpenPath(LeastPopulatedPlane());
+        OpenPath(LeastPopulatedPlane(), PATH_ACTIVE, true, false, PathEvent::Grown);
         ++m_pc.pathsGrown;
     }
     m_lastGrowPs = now;

@@ -19,8 +19,9 @@
 #ifndef METAROCE_METAROCE_PATH_MANAGER_H
 #define METAROCE_METAROCE_PATH_MANAGER_H
 
-#include "model/fabric/fabric-random.h"
-#include "model/fabric/ring.h"
+#include "model/core/fabric-random.h"
+#include "model/core/ring.h"
+#include "model/transport/queue-pair.h"
 #include "model/transport/rdma-congestion-ops.h"
 #include "model/transport/rdma-header.h"
 
@@ -157,6 +158,8 @@ class MetaRocePathManager
         /// Path `dense` (index in cc.paths) timed out; probing: it was a probe path.
         virtual void PathTimedOut(uint32_t dense, bool probing) = 0;
         virtual void PlaneStateChanged(uint32_t plane, bool usable) = 0;
+        /// Path `path` (slot) of `plane` opened, retired, closed or timed out.
+        virtual void PathChanged(uint32_t path, uint32_t plane, PathEvent what) = 0;
 
       protected:
         ~Owner() = default;
@@ -556,10 +559,10 @@ class MetaRocePathManager
     // ---- path and plane changes
     /// wake: tell the owner the plane has work (not from inside a pull, which would re-enter).
     uint32_t OpenPath(uint32_t plane, PathState state = PATH_ACTIVE, bool wake = true,
-                      bool virgin = false);
+                      bool virgin = false, PathEvent why = PathEvent::Opened);
     /// Opens the paths still owed to `plane` (OpenPathsOnFirstUse); wake as for OpenPath.
     void OpenOwed(uint32_t plane, bool wake);
-    void RetirePath(uint32_t i);
+    void RetirePath(uint32_t i, PathEvent why = PathEvent::Retired);
     /// The probing path of avoided `plane` that may send a probe now, or -1.
     int32_t ProbeDue(uint32_t plane, int64_t now);
     bool PlaneUsable(uint32_t plane) const;

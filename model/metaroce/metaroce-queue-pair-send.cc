@@ -192,6 +192,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         h.msgBytes = 0;
         h.flags |= RdmaHeader::kFlagProbe;
         ++m_tx->paths.Counters().probesSent;
+        PathChanged(slot, port, PathEvent::Probed);
     }
     else
     {
@@ -239,7 +240,10 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         {
             h.flags |= RdmaHeader::kFlagRetransmit;
             ++m_counters.retransmittedPackets;
-            m_retransmitTrace(m_tx->paths.Body(slot).psnNext, slot);
+            if (m_traces)
+            {
+                m_traces->retransmit(m_tx->paths.Body(slot).psnNext, slot);
+            }
         }
         rec = {msg, now, pkt, payload, PM::REC_INFLIGHT};
         pl.rr = static_cast<uint32_t>(
@@ -347,7 +351,13 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeaderData& h)
         h.timestampPs > 0 && (h.flags & RdmaHeader::kFlagProbe) == 0 ? now - h.timestampPs : -1;
     if (rtt > 0)
     {
+        const int64_t oldSrtt = m_tx->paths.CcAt(d).srttPs;
         const bool firstSample = m_tx->paths.OnRttSample(d, rtt);
+        if (m_traces)
+        {
+            m_traces->pathRtt(h.path, PicoSeconds(oldSrtt),
+                              PicoSeconds(m_tx->paths.CcAt(d).srttPs));
+        }
         if (firstSample)
         {
             // Everything sent so far armed the timer with InitialRto: a first window lost
@@ -396,6 +406,10 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeaderData& h)
         {
             ArmTimer(at);
         }
+    }
+    if (m_traces)
+    {
+        TraceWindows();
     }
     if (m_sendQueue.Empty())
     {

@@ -176,8 +176,31 @@ MetaRoceQueuePair::GetTypeId()
                           MakeTypeIdAccessor(&MetaRoceQueuePair::m_ccType), MakeTypeIdChecker())
             .AddTraceSource("PlaneState",
                             "A plane was avoided (false) or taken back into use (true).",
-                            MakeTraceSourceAccessor(&MetaRoceQueuePair::m_planeTrace),
-                            "ns3::metaroce::MetaRoceQueuePair::PlaneStateTracedCallback");
+                            MakeLazyTraceSourceAccessor<QueuePair>(&QueuePairTraces::planeState),
+                            "ns3::metaroce::MetaRoceQueuePair::PlaneStateTracedCallback")
+            .AddTraceSource("QpWindow",
+                            "QWND: the sum of the windows of the paths that take data, in "
+                            "bytes (after each ACK, loss, timeout or path change).",
+                            MakeLazyTraceSourceAccessor<QueuePair>(&QueuePairTraces::window),
+                            "ns3::TracedValueCallback::Double")
+            .AddTraceSource("Rate",
+                            "The QP's pacing rate in bit/s (the receiver's rate hint; the line "
+                            "rate when unpaced).",
+                            MakeLazyTraceSourceAccessor<QueuePair>(&QueuePairTraces::rate),
+                            "ns3::TracedValueCallback::Double")
+            .AddTraceSource("PathWindow",
+                            "A path's window (PWND) changed: (path, old bytes, new bytes); a "
+                            "path that takes no data (retired, draining, probing) counts 0.",
+                            MakeLazyTraceSourceAccessor<QueuePair>(&QueuePairTraces::pathWindow),
+                            "ns3::metaroce::QueuePair::PathWindowTracedCallback")
+            .AddTraceSource("PathRtt", "A path's smoothed RTT after a sample: (path, old, new).",
+                            MakeLazyTraceSourceAccessor<QueuePair>(&QueuePairTraces::pathRtt),
+                            "ns3::metaroce::QueuePair::PathRttTracedCallback")
+            .AddTraceSource("PathEvent",
+                            "A path opened, grew the path count, retired, closed idle, sent a "
+                            "probe or timed out: (path, plane, PathEvent).",
+                            MakeLazyTraceSourceAccessor<QueuePair>(&QueuePairTraces::pathEvent),
+                            "ns3::metaroce::QueuePair::PathEventTracedCallback");
     return tid;
 }
 
@@ -266,11 +289,98 @@ MetaRoceQueuePair::EnsureInit()
     cc.lineRateBps = line;
     cc.rateBps = line;
     cc.mtu = m_mtu;
-    cc.onRateChange = [this]() { WakeAll(); };
+    cc.onRateChange = [this]()
+    {
+        if (m_traces)
+        {
+            m_traces->rate = m_tx->paths.Window().rateBps;
+        }
+        WakeAll();
+    };
     m_tx->ccOps = NewCongestionOps(m_ccType);
     m_tx->ccOps->Init(cc);
     m_hint = MetaRoceRateHint::Of(m_nic);
     m_tx->paths.OpenInitialPaths();
+    if (m_traces)
+    {
+        TraceWindows();
+        m_traces->rate = cc.rateBps;
+    }
+}
+
+void
+MetaRoceQueuePair::InitTraces(QueuePairTraces& t)
+{
+    t.window = GetQpWindowBytes();
+    t.rate = GetRateBps();
+    for (uint32_t i = 0; i < GetNPathSlots(); ++i)
+    {
+        const PathView v = GetPath(i);
+        t.lastPathWindow.push_back(v.state == PATH_ACTIVE ? v.cwndBytes : 0);
+    }
+}
+
+void
+MetaRoceQueuePair::TraceWindows()
+{
+    QueuePairTraces& t = *m_traces;
+    double qwnd = 0;
+    for (uint32_t i = 0; i < GetNPathSlots(); ++i)
+    {
+        const PathHead& hd = m_tx->paths.Head(i);
+        const double w = hd.state == PATH_ACTIVE ? m_tx->paths.Cc(i).cwndBytes : 0;
+        qwnd += w;
+        if (i >= t.lastPathWindow.size())
+        {
+            t.lastPathWindow.resize(i + 1, 0);
+        }
+        if (w != t.lastPathWindow[i])
+        {
+            const double old = t.lastPathWindow[i];
+            t.lastPathWindow[i] = w;
+            t.pathWindow(i, old, w);
+        }
+    }
+    t.window = qwnd;
+}
+
+void
+MetaRoceQueuePair::PlaneStateChanged(uint32_t plane, bool usable)
+{
+    NS_LOG_INFO("NIC " << m_nic->GetNicId() << " QP " << m_qpn << ": plane " << plane
+                       << (usable ? " back in use" : " avoided"));
+    if (m_traces)
+    {
+        m_traces->planeState(plane, usable);
+    }
+}
+
+void
+MetaRoceQueuePair::PathChanged(uint32_t path, uint32_t plane, PathEvent what)
+{
+    switch (what)
+    {
+        case PathEvent::Retired:
+            NS_LOG_INFO("NIC " << m_nic->GetNicId() << " QP " << m_qpn << ": path " << path
+                               << " (plane " << plane << ") retired");
+            break;
+        case PathEvent::TimedOut:
+            NS_LOG_INFO("NIC " << m_nic->GetNicId() << " QP " << m_qpn << ": path " << path
+                               << " (plane " << plane << ") retransmission timeout");
+            break;
+        case PathEvent::Grown:
+            NS_LOG_INFO("NIC " << m_nic->GetNicId() << " QP " << m_qpn << ": path " << path
+                               << " (plane " << plane << ") opened: every window at its cap");
+            break;
+        default:
+            NS_LOG_LOGIC("NIC " << m_nic->GetNicId() << " QP " << m_qpn << ": path " << path
+                                << " (plane " << plane << ") event " << unsigned(what));
+            break;
+    }
+    if (m_traces)
+    {
+        m_traces->pathEvent(path, plane, what);
+    }
 }
 
 uint32_t
@@ -324,6 +434,10 @@ MetaRoceQueuePair::OnPosted()
     if (GetPendingSends() == 1)
     {
         m_tx->ccOps->OnRestart(m_tx->paths.Window()); // the message just posted is all there is
+        if (m_traces)
+        {
+            TraceWindows();
+        }
     }
     WakeAll();
 }
@@ -393,6 +507,10 @@ MetaRoceQueuePair::Housekeeping()
         },
         [this](uint32_t d, uint32_t lost) { m_tx->ccOps->OnLoss(m_tx->paths.Window(), d, lost); });
     next = std::min(next, m_tx->paths.Housekeeping(now, work));
+    if (m_traces)
+    {
+        TraceWindows(); // timeouts and tail losses cut windows; paths retire or close
+    }
     if (m_releaseWanted && SenderIdle())
     {
         // Its connection retired while resent copies were in flight; they are answered now.
@@ -427,6 +545,10 @@ MetaRoceQueuePair::NotifyPortState(uint32_t port, bool up)
         return;
     }
     m_tx->paths.PortState(port, up, NowPs());
+    if (m_traces)
+    {
+        TraceWindows();
+    }
 }
 
 // ---------------------------------------------------------------- receiving

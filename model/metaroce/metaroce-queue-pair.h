@@ -23,7 +23,7 @@
 #include "metaroce-nic-rtt.h"
 #include "metaroce-path-manager.h"
 #include "metaroce-receiver.h"
-#include "model/fabric/ring.h"
+#include "model/core/ring.h"
 #include "model/transport/queue-pair.h"
 #include "model/transport/rdma-congestion-ops.h"
 
@@ -103,9 +103,14 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
 
     typedef void (*PlaneStateTracedCallback)(uint32_t plane, bool usable);
 
+    /// Reports window changes to the trace block's sinks (PathWindow, QpWindow); called after
+    /// anything that may move a window, only when the QP is traced.
+    void TraceWindows();
+
   protected:
     void DoDispose() override;
     void OnPosted() override;
+    void InitTraces(QueuePairTraces& t) override;
 
   private:
     using PM = MetaRocePathManager;
@@ -144,7 +149,8 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
     void Resend(uint64_t msg, uint32_t pkt) override { m_tx->retx.PushBack({msg, pkt}); }
     void ArmTimerAt(int64_t atPs) override { ArmTimer(atPs); }
     void PathTimedOut(uint32_t dense, bool probing) override;
-    void PlaneStateChanged(uint32_t plane, bool usable) override { m_planeTrace(plane, usable); }
+    void PlaneStateChanged(uint32_t plane, bool usable) override;
+    void PathChanged(uint32_t path, uint32_t plane, PathEvent what) override;
 
     // attributes
     uint32_t m_minPaths{12};
@@ -208,8 +214,6 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
     MetaRoceReceiver m_receiver;
     Ptr<MetaRoceRateHint> m_hint;
     EventId m_ackFlush;
-
-    TracedCallback<uint32_t, bool> m_planeTrace;
 };
 
 } // namespace metaroce

@@ -63,7 +63,12 @@ RoceV2QueuePair::GetTypeId()
                           "Rate controller (an RdmaCongestionOps TypeId): ns3::metaroce::Dcqcn or "
                           "ns3::metaroce::RdmaNoCongestionControl.",
                           TypeIdValue(Dcqcn::GetTypeId()),
-                          MakeTypeIdAccessor(&RoceV2QueuePair::m_ccType), MakeTypeIdChecker());
+                          MakeTypeIdAccessor(&RoceV2QueuePair::m_ccType), MakeTypeIdChecker())
+            .AddTraceSource("Rate",
+                            "The QP's sending rate in bit/s: DCQCN's current rate (RC), the "
+                            "line rate without congestion control.",
+                            MakeLazyTraceSourceAccessor<QueuePair>(&QueuePairTraces::rate),
+                            "ns3::TracedValueCallback::Double");
     return tid;
 }
 
@@ -99,6 +104,12 @@ RoceV2QueuePair::DoDispose()
 }
 
 void
+RoceV2QueuePair::InitTraces(QueuePairTraces& t)
+{
+    t.rate = m_cc.rateBps;
+}
+
+void
 RoceV2QueuePair::DoInitialize()
 {
     EnsureCc();
@@ -115,11 +126,19 @@ RoceV2QueuePair::EnsureCc()
     double line = static_cast<double>(m_nic->GetPort(m_port)->GetDataRate().GetBitRate());
     m_cc.lineRateBps = line;
     m_cc.rateBps = line;
+    if (m_traces)
+    {
+        m_traces->rate = line; // a sink connected before the QP started
+    }
     m_cc.mtu = m_mtu;
     m_cc.paths.resize(1);
     m_cc.onRateChange = [this]()
     {
         // A new rate re-times the next packet from the last one sent.
+        if (m_traces)
+        {
+            m_traces->rate = m_cc.rateBps;
+        }
         Wake();
     };
     m_ccOps = NewCongestionOps(m_ccType);
@@ -214,7 +233,10 @@ RoceV2QueuePair::PullFrame(uint32_t port, FabricFrame& out)
     if (m_sndNxt < m_highestSent)
     {
         ++m_counters.retransmittedPackets;
-        m_retransmitTrace(m_sndNxt, 0);
+        if (m_traces)
+        {
+            m_traces->retransmit(m_sndNxt, 0);
+        }
     }
     ++m_counters.dataPacketsSent;
     ++m_sndNxt;
@@ -265,6 +287,8 @@ RoceV2QueuePair::RtoCheck()
         return;
     }
     ++m_counters.timeouts;
+    NS_LOG_INFO("NIC " << m_nic->GetNicId() << " QP " << m_qpn << ": retransmission timeout, "
+                       << m_highestSent - m_sndUna << " packets outstanding");
     m_ccOps->OnTimeout(m_cc, 0);
     m_lastProgressPs = now;
     GoBack(m_sndUna);
@@ -274,6 +298,8 @@ RoceV2QueuePair::RtoCheck()
 void
 RoceV2QueuePair::GoBack(uint32_t psn)
 {
+    NS_LOG_INFO("NIC " << m_nic->GetNicId() << " QP " << m_qpn << ": go-back-N from PSN "
+                       << m_sndNxt << " to " << psn);
     m_sndNxt = psn;
     m_txMsg = MessageOf(psn);
     Wake();

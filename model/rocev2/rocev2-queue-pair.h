@@ -50,6 +50,7 @@ class RoceV2QueuePair : public QueuePair
     void DoDispose() override;
     void DoInitialize() override;
     void OnPosted() override;
+    void InitTraces(QueuePairTraces& t) override;
 
   private:
     void EnsureCc();

@@ -54,12 +54,19 @@ QueuePair::GetTypeId()
                           UintegerValue(6), MakeUintegerAccessor(&QueuePair::m_controlTc),
                           MakeUintegerChecker<uint8_t>(6, 7))
             .AddTraceSource("Retransmit", "A data packet was retransmitted (PSN, path).",
-                            MakeTraceSourceAccessor(&QueuePair::m_retransmitTrace),
+                            MakeLazyTraceSourceAccessor<QueuePair>(&QueuePairTraces::retransmit),
                             "ns3::metaroce::QueuePair::RetransmitTracedCallback")
-            .AddTraceSource("ReceiveComplete",
-                            "A message completed at the receiver (stream, seq, bytes, time).",
-                            MakeTraceSourceAccessor(&QueuePair::m_recvCompleteTrace),
-                            "ns3::metaroce::QueuePair::ReceiveCompleteTracedCallback");
+            .AddTraceSource(
+                "ReceiveComplete",
+                "A message completed at the receiver (stream, seq, bytes, time).",
+                MakeLazyTraceSourceAccessor<QueuePair>(&QueuePairTraces::receiveComplete),
+                "ns3::metaroce::QueuePair::CompleteTracedCallback")
+            .AddTraceSource(
+                "SendComplete",
+                "A message completed at the sender: every byte acknowledged (stream, seq, "
+                "bytes, time).",
+                MakeLazyTraceSourceAccessor<QueuePair>(&QueuePairTraces::sendComplete),
+                "ns3::metaroce::QueuePair::CompleteTracedCallback");
     return tid;
 }
 
@@ -121,6 +128,17 @@ QueuePairFactory::Create() const
 
 QueuePair::~QueuePair() = default;
 
+QueuePairTraces&
+QueuePair::GetTraceBlock()
+{
+    if (!m_traces)
+    {
+        m_traces.reset(new QueuePairTraces);
+        InitTraces(*m_traces);
+    }
+    return *m_traces;
+}
+
 void
 QueuePair::DoDispose()
 {
@@ -128,6 +146,7 @@ QueuePair::DoDispose()
     m_sendQueue.Clear();
     m_recv.clear();
     m_onReceive = nullptr;
+    m_traces.reset();
     Object::DoDispose();
 }
 
@@ -258,7 +277,10 @@ QueuePair::ReleaseReceives(uint16_t stream)
         {
             --m_postedReceives;
         }
-        m_recvCompleteTrace(stream, c.seq, c.bytes, Simulator::Now());
+        if (m_traces)
+        {
+            m_traces->receiveComplete(stream, c.seq, c.bytes, Simulator::Now());
+        }
         if (m_onReceive)
         {
             m_onReceive(c);
@@ -276,6 +298,10 @@ QueuePair::MarkSent(SendMessage& m)
         m_sendQueue.PopFront();
         ++m_sendQueueBase;
         ++m_counters.messagesSent;
+        if (m_traces)
+        {
+            m_traces->sendComplete(front.stream, front.seq, front.bytes, Simulator::Now());
+        }
         if (front.onSent)
         {
             RdmaCompletion c;

@@ -10,6 +10,7 @@
 #ifndef METAROCE_QUEUE_PAIR_H
 #define METAROCE_QUEUE_PAIR_H
 
+#include "model/core/lazy-trace-source.h"
 #include "model/fabric/fabric-frame.h"
 #include "rdma-congestion-ops.h"
 #include "rdma-header.h"
@@ -19,10 +20,13 @@
 #include "ns3/object-factory.h"
 #include "ns3/object.h"
 #include "ns3/traced-callback.h"
+#include "ns3/traced-value.h"
 
 #include <boost/dynamic_bitset.hpp>
 #include <functional>
 #include <map>
+#include <memory>
+#include <vector>
 
 namespace ns3
 {
@@ -47,6 +51,36 @@ enum class PullResult : uint8_t
     Nothing, //!< nothing may be sent on this port now (the QP will call NotifyReady later)
     Sent,    //!< a frame was produced; nothing more for now
     More,    //!< a frame was produced and more are ready
+};
+
+/// What happened to a MetaRoCE path (trace source PathEvent).
+enum class PathEvent : uint8_t
+{
+    Opened,     //!< a path opened (connection start, replacement, plane back in use)
+    Grown,      //!< a path opened because every window sat at its cap (GrowPaths)
+    Retired,    //!< a path retired (timeouts, its plane left, rebalancing)
+    ClosedIdle, //!< an idle path above MinPaths closed
+    Probed,     //!< a probe went out on an avoided plane
+    TimedOut,   //!< a path's retransmission timeout fired
+};
+
+/**
+ * The trace sources of a queue pair, made when the first sink connects (see
+ * lazy-trace-source.h): a QP nobody traces carries a null pointer, and its per-ACK code tests
+ * only that. Which sources a transport fires is in its TypeId.
+ */
+struct QueuePairTraces
+{
+    TracedCallback<uint16_t, uint32_t, uint64_t, Time> receiveComplete;
+    TracedCallback<uint16_t, uint32_t, uint64_t, Time> sendComplete;
+    TracedCallback<uint32_t, uint32_t> retransmit;
+    TracedValue<double> window; //!< QWND in bytes (the sum of the paths' windows)
+    TracedValue<double> rate;   //!< pacing rate in bit/s (DCQCN's rate for RoCEv2)
+    TracedCallback<uint32_t, double, double> pathWindow;
+    TracedCallback<uint32_t, Time, Time> pathRtt;
+    TracedCallback<uint32_t, uint32_t, PathEvent> pathEvent;
+    TracedCallback<uint32_t, bool> planeState;
+    std::vector<double> lastPathWindow; //!< [path] the window pathWindow last reported
 };
 
 class QueuePair : public Object
@@ -168,6 +202,18 @@ class QueuePair : public Object
     };
 
     const Counters& GetCounters() const { return m_counters; }
+
+    /// The trace block, made now if no sink connected before (for the trace accessors).
+    QueuePairTraces& GetTraceBlock();
+    /// Whether a sink ever connected to one of this QP's trace sources.
+    bool IsTraced() const { return m_traces != nullptr; }
+
+    typedef void (*CompleteTracedCallback)(uint16_t stream, uint32_t seq, uint64_t bytes,
+                                           Time when);
+    typedef void (*RetransmitTracedCallback)(uint32_t psn, uint32_t path);
+    typedef void (*PathWindowTracedCallback)(uint32_t path, double oldBytes, double newBytes);
+    typedef void (*PathRttTracedCallback)(uint32_t path, Time oldSrtt, Time newSrtt);
+    typedef void (*PathEventTracedCallback)(uint32_t path, uint32_t plane, PathEvent what);
     /// Messages posted and not yet completed at the sender.
     std::size_t GetPendingSends() const { return m_sendQueue.Size(); }
     /// Messages partly received (state still held at the receiver).
@@ -232,6 +278,8 @@ class QueuePair : public Object
     bool Place(const RdmaHeaderData& h, uint32_t payload, bool trackPlacement);
     /// Sender: marks message `m` fully acknowledged and releases completions in order.
     void MarkSent(SendMessage& m);
+    /// Gives a new trace block the QP's current values (window, rate).
+    virtual void InitTraces(QueuePairTraces& t) {}
 
     Ring<SendMessage> m_sendQueue; //!< lazily allocated: most QPs are idle most of the time
     uint32_t m_sendQueueBase{0};   //!< index of m_sendQueue.Front() among all messages posted
@@ -245,7 +293,7 @@ class QueuePair : public Object
     uint8_t m_dataTc{3};
     uint8_t m_controlTc{6};
 
-    TracedCallback<uint32_t, uint32_t> m_retransmitTrace; //!< (psn, path)
+    LazyTraceBlock<QueuePairTraces> m_traces; //!< null until a sink connects
 
   private:
     void ReleaseReceives(uint16_t stream);
@@ -256,7 +304,6 @@ class QueuePair : public Object
     std::vector<uint32_t> m_nextSeqToPost;     //!< [stream] (streams are small numbers)
     std::vector<uint32_t> m_nextSeqToComplete; //!< [stream], receiver
     CompletionHandler m_onReceive;
-    TracedCallback<uint16_t, uint32_t, uint64_t, Time> m_recvCompleteTrace;
 };
 
 /**

@@ -3,6 +3,7 @@
 #include "ns3/abort.h"
 #include "ns3/log.h"
 #include "ns3/nstime.h"
+#include "ns3/object-map.h"
 #include "ns3/trace-source-accessor.h"
 
 namespace ns3
@@ -12,6 +13,46 @@ namespace metaroce
 
 NS_LOG_COMPONENT_DEFINE("RdmaNic");
 NS_OBJECT_ENSURE_REGISTERED(RdmaNic);
+
+namespace
+{
+/// The NIC's attached queue pairs as an ObjectMap keyed by QPN, for Config paths such as
+/// /NodeList/3/$ns3::metaroce::RdmaNic/QueuePairList/1/QpWindow. QPNs of closed QPs are
+/// skipped (a Config path must not meet a null object).
+class QueuePairListAccessor : public ObjectPtrContainerAccessor
+{
+  private:
+    bool DoGetN(const ObjectBase* object, std::size_t* n) const override
+    {
+        const RdmaNic* nic = dynamic_cast<const RdmaNic*>(object);
+        if (nic == nullptr)
+        {
+            return false;
+        }
+        // ObjectPtrContainerAccessor::Get asks for the count, then for each element in
+        // turn: the attached QPNs are listed here once.
+        m_qpns.clear();
+        for (uint32_t qpn = 1; qpn <= nic->GetNQueuePairs(); ++qpn)
+        {
+            if (nic->GetQueuePair(qpn))
+            {
+                m_qpns.push_back(qpn);
+            }
+        }
+        *n = m_qpns.size();
+        return true;
+    }
+
+    Ptr<Object> DoGet(const ObjectBase* object, std::size_t i, std::size_t* index) const override
+    {
+        const RdmaNic* nic = dynamic_cast<const RdmaNic*>(object);
+        *index = m_qpns[i];
+        return nic->GetQueuePair(m_qpns[i]);
+    }
+
+    mutable std::vector<uint32_t> m_qpns;
+};
+} // namespace
 
 TypeId
 RdmaNic::GetTypeId()
@@ -36,6 +77,10 @@ RdmaNic::GetTypeId()
                           "pipelined. Assumption: 500 ns, the other half (see TxLatency).",
                           TimeValue(NanoSeconds(500)), MakeTimeAccessor(&RdmaNic::m_rxLatency),
                           MakeTimeChecker(Time(0)))
+            .AddAttribute("QueuePairList", "The NIC's open queue pairs, by QPN (for Config paths).",
+                          ObjectMapValue(),
+                          Ptr<const AttributeAccessor>(new QueuePairListAccessor, false),
+                          MakeObjectMapChecker<QueuePair>())
             .AddTraceSource("InvariantViolation",
                             "A queue pair of this NIC broke a delivery invariant "
                             "(the text names the QP, the rule and the values).",
@@ -55,6 +100,13 @@ RdmaNic::~RdmaNic() = default;
 void
 RdmaNic::DoDispose()
 {
+    Close();
+    Object::DoDispose();
+}
+
+void
+RdmaNic::Close()
+{
     for (auto& qp : m_qps)
     {
         if (qp)
@@ -65,7 +117,6 @@ RdmaNic::DoDispose()
     m_qps.clear();
     m_ports.clear();
     m_host = nullptr;
-    Object::DoDispose();
 }
 
 void
@@ -73,6 +124,19 @@ RdmaNic::Install(Ptr<Node> host, uint32_t nicId)
 {
     m_host = host;
     m_nicId = nicId;
+    // As ns-3's protocols are: /NodeList/N/$ns3::metaroce::RdmaNic reaches the NIC (and its
+    // QueuePairList the QPs) in Config paths, and host->GetObject<RdmaNic>() finds it.
+    if (!host->GetObject<RdmaNic>())
+    {
+        host->AggregateObject(this);
+    }
+    else
+    {
+        // ns-3 aggregates one object per type: a second NIC on a host (a later helper on
+        // the same fabric) works, but Config paths and GetObject find the first.
+        NS_LOG_WARN("host " << host->GetId() << " has an RdmaNic already; the new one is "
+                            << "not aggregated to it");
+    }
     NS_ABORT_MSG_IF(host->GetNDevices() > 32, "RdmaNic: at most 32 ports");
     for (uint32_t i = 0; i < host->GetNDevices(); ++i)
     {

@@ -30,8 +30,13 @@ class alignas(64) RdmaNic final : public Object, public FabricFrameReceiver
     RdmaNic();
     ~RdmaNic() override;
 
-    /// Takes over every FabricNetDevice of `host`; nicId is the host's fabric address.
+    /// Takes over every FabricNetDevice of `host`; nicId is the host's fabric address. The
+    /// NIC is aggregated to the host: host->GetObject<RdmaNic>() and the Config path
+    /// /NodeList/N/$ns3::metaroce::RdmaNic reach it (and QueuePairList/QPN its QPs).
     void Install(Ptr<Node> host, uint32_t nicId);
+    /// Disposes the QPs and lets go of the host and ports (the NIC and its QPs reference each
+    /// other); the NIC stays aggregated to its host, which disposes it with the node.
+    void Close();
     uint32_t GetNicId() const { return m_nicId; }
     Ptr<Node> GetHost() const { return m_host; }
     uint32_t GetNPorts() const { return static_cast<uint32_t>(m_ports.size()); }

@@ -19,8 +19,8 @@
 #ifndef METAROCE_SCALE_UP_H
 #define METAROCE_SCALE_UP_H
 
-#include "model/fabric/reusable-event.h"
-#include "model/fabric/ring.h"
+#include "model/core/reusable-event.h"
+#include "model/core/ring.h"
 #include "queue-pair.h"
 
 #include "ns3/data-rate.h"
