@@ -47,6 +47,7 @@ FabricChannel::DoDispose()
         }
         x.to = nullptr;
         m_dev[d] = nullptr;
+        m_remote[d] = nullptr;
     }
     Channel::DoDispose();
 }
@@ -110,9 +111,15 @@ FabricChannel::Transmit(uint32_t d, FabricFrame&& frame, int64_t txPs, int64_t n
 {
     NS_ASSERT(nowPs == NowPs());
     Direction& x = m_dir[d];
-    if (!x.up)
+    if (x.divert)
     {
-        ++m_lostInFlight;
+        if (!x.up)
+        {
+            ++m_lostInFlight;
+            return;
+        }
+        frame.readyPs = nowPs + txPs + x.handoverPs;
+        m_remote[d]->SendRemote(this, d, std::move(frame), nowPs);
         return;
     }
     frame.readyPs = nowPs + txPs + x.handoverPs;
@@ -165,6 +172,24 @@ FabricChannel::Deliver(uint32_t d)
 }
 
 void
+FabricChannel::SetRemote(uint32_t d, FabricRemoteSink* sink)
+{
+    m_remote[d] = sink;
+    m_dir[d].divert = !m_dir[d].up || sink != nullptr;
+}
+
+void
+FabricChannel::ReceiveRemote(uint32_t d, FabricFrame&& frame, int64_t sentPs)
+{
+    if (!m_dir[d].up || m_lastDownPs >= sentPs)
+    {
+        ++m_lostInFlight;
+        return;
+    }
+    m_dir[d].to->Receive(std::move(frame));
+}
+
+void
 FabricChannel::SetUp(bool up)
 {
     if (up == m_dir[0].up)
@@ -172,8 +197,13 @@ FabricChannel::SetUp(bool up)
         return;
     }
     m_dir[0].up = m_dir[1].up = up;
+    for (uint32_t d = 0; d < 2; ++d)
+    {
+        m_dir[d].divert = !up || m_remote[d] != nullptr;
+    }
     if (!up)
     {
+        m_lastDownPs = NowPs();
         for (Direction& x : m_dir)
         {
             if (x.arrival && !x.inFlight.Empty())

@@ -20,8 +20,21 @@ namespace ns3
 namespace metaroce
 {
 
+class FabricChannel;
 class FabricNetDevice;
 class FabricFrameReceiver;
+
+/// Takes the frames a link sends towards a device that another process simulates (a
+/// distributed run: see helper/mpi-fabric.h), or drops those of a device this process only
+/// holds a copy of.
+class FabricRemoteSink
+{
+  public:
+    virtual ~FabricRemoteSink() = default;
+    /// A frame sent at sentPs in direction dir, due at its far end at frame.readyPs.
+    virtual void SendRemote(FabricChannel* link, uint32_t dir, FabricFrame&& frame,
+                            int64_t sentPs) = 0;
+};
 
 class alignas(64) FabricChannel final : public Channel
 {
@@ -66,6 +79,13 @@ class alignas(64) FabricChannel final : public Channel
     }
     FabricNetDevice* GetPeer(const FabricNetDevice* dev) const;
 
+    /// Frames sent in direction dir go to sink instead of the far end (null: back to local).
+    void SetRemote(uint32_t dir, FabricRemoteSink* sink);
+    bool IsRemote(uint32_t dir) const { return m_remote[dir] != nullptr; }
+    /// A frame that another process sent over direction dir at sentPs arrives now: it is
+    /// lost if the link went down after it was sent, as a frame in flight here would be.
+    void ReceiveRemote(uint32_t dir, FabricFrame&& frame, int64_t sentPs);
+
     /// Fails or restores the link: both ends see the change; frames in flight are lost.
     void SetUp(bool up);
     bool IsUp() const { return m_dir[0].up; }
@@ -97,6 +117,8 @@ class alignas(64) FabricChannel final : public Channel
     Ptr<FabricNetDevice> m_dev[2];
     int64_t m_delayPs{0};
     uint64_t m_lostInFlight{0};
+    int64_t m_lastDownPs{-1};        //!< when the link last went down (remote arrivals)
+    FabricRemoteSink* m_remote[2]{}; //!< per direction: where its frames go instead
 
     /// Direction d: frames from m_dev[d] to m_dev[1-d].
     struct alignas(64) Direction
@@ -108,6 +130,7 @@ class alignas(64) FabricChannel final : public Channel
         Ptr<ArrivalEvent> arrival; //!< the one pending arrival event, made on first use
         uint32_t toNode{0};        //!< node id of `to` (the arrival's context)
         bool up{true};             //!< the link (same in both directions)
+        bool divert{false};        //!< !up or the frames go to a FabricRemoteSink
     };
 
     Direction m_dir[2];
