@@ -1,6 +1,8 @@
 #include "scenario-runner.h"
 
+#include "distributed-run.h"
 #include "fabric-helper.h"
+#include "json-reader.h"
 #include "memory-estimate.h"
 #include "model/collective/communicator.h"
 #include "model/fabric/raw-traffic.h"
@@ -353,7 +355,10 @@ RunRaw(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
                 // Sub-flow e starts e port-packet-times late: together they are smooth.
                 fs.start = PicoSeconds(portGapPs * e);
                 fs.stop = stop;
-                eps[src]->AddFlow(fs);
+                if (IsLocal(fabric.Host(src))) // another process's, in a distributed run
+                {
+                    eps[src]->AddFlow(fs);
+                }
                 ++nflows;
             }
         }
@@ -379,6 +384,20 @@ RunRaw(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
         outOfOrder += s.outOfOrder;
         latSum += s.latencySumPs;
         latMax = std::max(latMax, s.latencyMaxPs);
+    }
+    if (DistributedRun* d = CurrentDistributedRun())
+    {
+        std::vector<uint64_t> sums{sent, received, payload, outOfOrder,
+                                   static_cast<uint64_t>(latSum)};
+        std::vector<int64_t> maxima{latMax};
+        d->Sum(sums);
+        d->Max(maxima);
+        sent = sums[0];
+        received = sums[1];
+        payload = sums[2];
+        outOfOrder = sums[3];
+        latSum = static_cast<int64_t>(sums[4]);
+        latMax = maxima[0];
     }
     // Goodput: payload of frames sent during the run (and delivered), over the run's length.
     const double perUs = 8.0 / (spec.durationUs * 1e3);
@@ -1243,6 +1262,15 @@ RunWorld(const RunSpec& spec, ProgressReporter& progress)
     SetRunPhase("installing the workload");
     int64_t stream = 1;
     stream += fabric->AssignStreams(stream);
+    if (DistributedRun* d = CurrentDistributedRun())
+    {
+        if (spec.workloadKind != "raw" && d->Ranks() > 1)
+        {
+            throw InputError("workload.kind: '" + spec.workloadKind +
+                             "' does not run on several processes yet (raw does)");
+        }
+        d->Distribute(*fabric);
+    }
     double buildS = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     uint64_t buildRss = PeakRssBytes();
     ScheduleFaults(*fabric, spec.faults);
@@ -1290,6 +1318,34 @@ RunWorld(const RunSpec& spec, ProgressReporter& progress)
             pausedNow += dev->IsPaused(3) ? 1 : 0;
             hops += dev->GetCounters().txPackets;
         }
+    }
+    if (DistributedRun* d = CurrentDistributedRun())
+    {
+        // Each process's part: the copies of the others' nodes saw no traffic.
+        std::vector<uint64_t> sums{t.switchDropsBuffer,
+                                   t.switchDropsNoRoute,
+                                   t.portDropsLinkDown,
+                                   t.portDropsCorrupt,
+                                   t.lostInFlight,
+                                   t.ecnMarks,
+                                   t.pauses,
+                                   pausedNow,
+                                   hops,
+                                   t.forwarded};
+        std::vector<int64_t> maxima{static_cast<int64_t>(maxBuffer)};
+        d->Sum(sums);
+        d->Max(maxima);
+        t.switchDropsBuffer = sums[0];
+        t.switchDropsNoRoute = sums[1];
+        t.portDropsLinkDown = sums[2];
+        t.portDropsCorrupt = sums[3];
+        t.lostInFlight = sums[4];
+        t.ecnMarks = sums[5];
+        t.pauses = sums[6];
+        pausedNow = sums[7];
+        hops = sums[8];
+        t.forwarded = sums[9];
+        maxBuffer = static_cast<uint64_t>(maxima[0]);
     }
     head.metrics["max_switch_buffer_bytes"] = maxBuffer;
     head.counters["drops_buffer"] = t.switchDropsBuffer;

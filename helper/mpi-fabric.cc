@@ -1,0 +1,264 @@
+#include "mpi-fabric.h"
+
+#include "json-reader.h"
+#include "model/transport/rdma-header.h"
+
+#include "ns3/abort.h"
+#include "ns3/log.h"
+#include "ns3/mpi-interface.h"
+#include "ns3/mpi-receiver.h"
+#include "ns3/simulator.h"
+
+#include <cstring>
+#include <mpi.h>
+
+namespace ns3
+{
+namespace metaroce
+{
+
+NS_LOG_COMPONENT_DEFINE("MpiFabric");
+
+namespace
+{
+
+/// What follows the fixed part of a frame on the wire between processes.
+enum class Body : uint8_t
+{
+    None = 0,   //!< no transport bytes
+    Packet = 1, //!< an ns-3 Packet, serialized with its tags and metadata
+    Rdma = 2,   //!< an RdmaFrameHeader: every field and the payload size
+};
+
+/// The frame's fields, the link and the send time, as laid out between processes (both
+/// ends run the same program on the same kind of machine: plain bytes suffice).
+struct WireFrame
+{
+    int64_t sentPs;
+    int64_t readyPs;
+    uint32_t link;
+    uint32_t src;
+    uint32_t dst;
+    uint32_t wireBytes;
+    uint16_t entropy;
+    uint16_t ingress;
+    uint8_t dir;
+    uint8_t ecn;
+    uint8_t tc;
+    Body body;
+};
+
+struct WireRdma
+{
+    RdmaFields fields;
+    std::array<uint64_t, 4> sack;
+    uint32_t payloadBytes;
+};
+
+} // namespace
+
+MpiFabric::MpiFabric(Fabric& fabric, const FabricPartition& partition, uint32_t rank)
+    : m_fabric(fabric)
+{
+    ApplyPartition(fabric, partition);
+    const auto& links = fabric.Links();
+    for (uint32_t i = 0; i < links.size(); ++i)
+    {
+        FabricChannel* link = PeekPointer(links[i]);
+        m_linkIndex[link] = i;
+        for (uint32_t d = 0; d < 2; ++d)
+        {
+            const uint32_t from = link->GetDevice(d)->GetNode()->GetSystemId();
+            Ptr<NetDevice> toDev = link->GetDevice(1 - d);
+            const uint32_t to = toDev->GetNode()->GetSystemId();
+            if (from != rank)
+            {
+                link->SetRemote(d, &m_discard);
+            }
+            else if (to != rank)
+            {
+                link->SetRemote(d, this);
+            }
+            else
+            {
+                link->SetRemote(d, nullptr);
+            }
+            if (to == rank && from != rank && !toDev->GetObject<MpiReceiver>())
+            {
+                auto rx = CreateObject<MpiReceiver>();
+                rx->SetReceiveCallback(MakeCallback(&MpiFabric::Receive, this));
+                toDev->AggregateObject(rx);
+            }
+        }
+    }
+}
+
+MpiFabric::~MpiFabric() = default;
+
+Ptr<Packet>
+MpiFabric::Serialize(uint32_t link, uint32_t dir, int64_t sentPs, const FabricFrame& f)
+{
+    WireFrame w{};
+    w.sentPs = sentPs;
+    w.readyPs = f.readyPs;
+    w.link = link;
+    w.src = f.src;
+    w.dst = f.dst;
+    w.wireBytes = f.wireBytes;
+    w.entropy = f.entropy;
+    w.ingress = f.ingress;
+    w.dir = static_cast<uint8_t>(dir);
+    w.ecn = f.ecn;
+    w.tc = f.tc;
+    std::vector<uint8_t> buf(sizeof(WireFrame));
+    if (f.header)
+    {
+        auto* h = dynamic_cast<const RdmaFrameHeader*>(&*f.header);
+        NS_ABORT_MSG_UNLESS(h != nullptr, "a frame header that cannot cross processes");
+        w.body = Body::Rdma;
+        WireRdma r{};
+        RdmaHeaderData data;
+        h->Get(data);
+        r.fields = data;
+        r.sack = data.sack;
+        r.payloadBytes = h->PayloadBytes();
+        buf.resize(sizeof(WireFrame) + sizeof(WireRdma));
+        std::memcpy(buf.data() + sizeof(WireFrame), &r, sizeof(r));
+    }
+    else if (f.packet)
+    {
+        w.body = Body::Packet;
+        const uint32_t n = f.packet->GetSerializedSize();
+        buf.resize(sizeof(WireFrame) + n);
+        NS_ABORT_MSG_UNLESS(f.packet->Serialize(buf.data() + sizeof(WireFrame), n) == 1,
+                            "packet serialization");
+    }
+    else
+    {
+        w.body = Body::None;
+    }
+    std::memcpy(buf.data(), &w, sizeof(w));
+    return Create<Packet>(buf.data(), static_cast<uint32_t>(buf.size()));
+}
+
+FabricFrame
+MpiFabric::Deserialize(Ptr<Packet> p, uint32_t& link, uint32_t& dir, int64_t& sentPs)
+{
+    std::vector<uint8_t> buf(p->GetSize());
+    p->CopyData(buf.data(), static_cast<uint32_t>(buf.size()));
+    NS_ABORT_MSG_UNLESS(buf.size() >= sizeof(WireFrame), "short frame from another process");
+    WireFrame w;
+    std::memcpy(&w, buf.data(), sizeof(w));
+    FabricFrame f;
+    if (w.body == Body::Rdma)
+    {
+        NS_ABORT_MSG_UNLESS(buf.size() == sizeof(WireFrame) + sizeof(WireRdma),
+                            "bad RDMA frame from another process");
+        WireRdma r;
+        std::memcpy(&r, buf.data() + sizeof(WireFrame), sizeof(r));
+        RdmaHeaderData data;
+        static_cast<RdmaFields&>(data) = r.fields;
+        data.sack = r.sack;
+        f = FabricFrame::Make(RdmaFrameHeader::Make(data, r.payloadBytes), w.src, w.dst, w.entropy,
+                              w.tc, w.ecn);
+    }
+    else if (w.body == Body::Packet)
+    {
+        auto q = Create<Packet>(buf.data() + sizeof(WireFrame),
+                                static_cast<uint32_t>(buf.size() - sizeof(WireFrame)), true);
+        f = FabricFrame::Make(q, w.src, w.dst, w.entropy, w.tc, w.ecn);
+    }
+    f.readyPs = w.readyPs;
+    f.src = w.src;
+    f.dst = w.dst;
+    f.wireBytes = w.wireBytes;
+    f.entropy = w.entropy;
+    f.ingress = w.ingress;
+    f.ecn = w.ecn;
+    f.tc = w.tc;
+    link = w.link;
+    dir = w.dir;
+    sentPs = w.sentPs;
+    return f;
+}
+
+void
+MpiFabric::SendRemote(FabricChannel* link, uint32_t dir, FabricFrame&& frame, int64_t sentPs)
+{
+    Ptr<NetDevice> to = link->GetDevice(1 - dir);
+    Ptr<Packet> p = Serialize(m_linkIndex.at(link), dir, sentPs, frame);
+    MpiInterface::SendPacket(p, PicoSeconds(frame.readyPs), to->GetNode()->GetId(),
+                             to->GetIfIndex());
+    ++m_sent;
+}
+
+void
+MpiFabric::Receive(Ptr<Packet> p)
+{
+    uint32_t link = 0;
+    uint32_t dir = 0;
+    int64_t sentPs = 0;
+    FabricFrame f = Deserialize(p, link, dir, sentPs);
+    ++m_received;
+    m_fabric.Links().at(link)->ReceiveRemote(dir, std::move(f), sentPs);
+}
+
+MpiRun::MpiRun(int* argc, char*** argv)
+{
+    MPI_Init(argc, argv);
+    int rank = 0;
+    int size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    m_rank = static_cast<uint32_t>(rank);
+    m_ranks = static_cast<uint32_t>(size);
+    // On a communicator of ours, so that each world can take it up again: ns-3's interface
+    // serves one simulation (Simulator::Destroy frees its buffers).
+    MpiInterface::Enable(MPI_COMM_WORLD);
+    SetDistributedRun(this);
+}
+
+MpiRun::~MpiRun()
+{
+    SetDistributedRun(nullptr);
+    m_fabric.reset();
+    MpiInterface::Disable();
+    MPI_Finalize();
+}
+
+void
+MpiRun::Distribute(Fabric& fabric)
+{
+    if (m_fabric)
+    {
+        // A world after the first: the previous one's Simulator::Destroy freed the buffers.
+        m_fabric.reset();
+        MpiInterface::Disable();
+        MpiInterface::Enable(MPI_COMM_WORLD);
+    }
+    m_partition = m_hostRanks.empty() ? PartitionFabric(fabric, m_ranks)
+                                      : PartitionFabric(fabric, m_ranks, m_hostRanks);
+    if (m_ranks > 1 && m_partition.crossingLinks > 0 && m_partition.minCrossingDelayPs <= 0)
+    {
+        throw InputError("topology: links between processes need a delay above zero (the "
+                         "synchronization lookahead)");
+    }
+    m_fabric = std::make_unique<MpiFabric>(fabric, m_partition, m_rank);
+}
+
+void
+MpiRun::Sum(std::vector<uint64_t>& v)
+{
+    MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_UINT64_T, MPI_SUM,
+                  MPI_COMM_WORLD);
+}
+
+void
+MpiRun::Max(std::vector<int64_t>& v)
+{
+    MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_INT64_T, MPI_MAX,
+                  MPI_COMM_WORLD);
+}
+
+} // namespace metaroce
+} // namespace ns3
