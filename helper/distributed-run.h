@@ -11,6 +11,7 @@
 #include "ns3/ptr.h"
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 namespace ns3
@@ -32,6 +33,10 @@ class DistributedRun
     /// in the same order with its own part.
     virtual void Sum(std::vector<uint64_t>& v) = 0;
     virtual void Max(std::vector<int64_t>& v) = 0;
+    /// Per-process costs of the world just run, for the results' `cost` (rank 0's record):
+    /// given this process's events and peak RSS, every process's, with the frames that
+    /// crossed and the synchronization rounds.
+    virtual nlohmann::json RankCosts(uint64_t events, uint64_t peakRssBytes) = 0;
 };
 
 /// The installed distributed run, or null (one process).

@@ -44,6 +44,9 @@ class MpiFabric final : public FabricRemoteSink
                     int64_t sentPs) override;
 
     uint64_t GetFramesSent() const { return m_sent; }
+    /// Synchronization rounds of ns-3's granted-time-window engine so far in this process
+    /// (its MPI_Allgather calls, counted through MPI's profiling interface).
+    static uint64_t GetSyncRounds();
     uint64_t GetFramesReceived() const { return m_received; }
 
     /// The bytes a frame crosses processes as (link index, direction, send time, frame).
@@ -81,6 +84,7 @@ class MpiRun final : public DistributedRun
     void Distribute(Fabric& fabric) override;
     void Sum(std::vector<uint64_t>& v) override;
     void Max(std::vector<int64_t>& v) override;
+    nlohmann::json RankCosts(uint64_t events, uint64_t peakRssBytes) override;
 
     /// Host ranks to use instead of the automatic partition (one per NIC; empty: automatic).
     void SetHostRanks(std::vector<uint32_t> r) { m_hostRanks = std::move(r); }
@@ -92,6 +96,7 @@ class MpiRun final : public DistributedRun
     std::vector<uint32_t> m_hostRanks;
     FabricPartition m_partition;
     std::unique_ptr<MpiFabric> m_fabric;
+    uint64_t m_roundsAtStart{0};
 };
 
 } // namespace metaroce

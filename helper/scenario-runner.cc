@@ -1373,6 +1373,10 @@ RunWorld(const RunSpec& spec, ProgressReporter& progress)
         {"queue_pairs", fabric->GetQueuePairs()},
         {"simulated_us", Simulator::Now().GetMicroSeconds()},
     };
+    if (DistributedRun* d = CurrentDistributedRun())
+    {
+        head.cost["distributed"] = d->RankCosts(events, PeakRssBytes());
+    }
     fabric.reset();
     Simulator::Destroy();
     return recs;
