@@ -272,7 +272,10 @@ main(int argc, char* argv[])
             {
                 j["collective_choices"] = c;
             }
-            std::cout << j.dump(2) << "\n";
+            if (writer)
+            {
+                std::cout << j.dump(2) << "\n";
+            }
         }
         return 0;
     }

@@ -10,8 +10,10 @@ failure (links that cross processes go down with frames in flight).
   at the same picosecond from different processes are taken in the order ns-3's engine
   receives them, which is not the one-process order: see results/distributed.md).
 - A workload kind that does not run distributed yet is refused (exit 2), naming the key.
+- A sweep whose points run on 2 processes each (--sim metaroce-sim-mpirun): dry runs print
+  once, every point is combined, and the points' rows are the same as the 2-process run's.
 
-usage: mpi_test.py METAROCE_SIM METAROCE_SIM_MPI REPO_ROOT
+usage: mpi_test.py METAROCE_SIM METAROCE_SIM_MPI REPO_ROOT METAROCE_SIM_MPIRUN
 """
 import csv
 import os
@@ -19,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-SIM, SIM_MPI, ROOT = sys.argv[1], sys.argv[2], sys.argv[3]
+SIM, SIM_MPI, ROOT, LAUNCHER = sys.argv[1:5]
 SCENARIO = os.path.join(ROOT, "test", "mpi", "raw-faults.json")
 MPIRUN = ["mpirun", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
 EXACT = ["flows", "packets_sent", "offered_goodput_gbps", "drops_buffer", "drops_no_route",
@@ -66,6 +68,23 @@ with tempfile.TemporaryDirectory() as tmp:
                        capture_output=True, text=True, timeout=120)
     check(r.returncode == 2, f"collective on 2 processes: exit {r.returncode}")
     check("workload.kind" in r.stderr, f"collective on 2 processes: {r.stderr.strip()}")
+
+    # Sweep points on 2 processes each.
+    out = os.path.join(tmp, "sweep")
+    r = subprocess.run([os.path.join(ROOT, "scripts", "sweep"), SCENARIO, "--sim", LAUNCHER,
+                        "--grid", "duration_us=10,20", "--out", out], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, METAROCE_MPI_RANKS="2"))
+    check(r.returncode == 0, f"sweep on 2 processes: exit {r.returncode}: {r.stderr.strip()}")
+    rows = []
+    if os.path.exists(os.path.join(out, "sweep.csv")):
+        with open(os.path.join(out, "sweep.csv")) as f:
+            rows = list(csv.DictReader(f))
+    check([x.get("duration_us") for x in rows] == ["10", "20"], f"sweep rows: {rows}")
+    if len(rows) == 2:
+        for k in EXACT:
+            if k != "duration_us":
+                check(rows[1][k] == seq[k], f"sweep point 20 us: {k} {rows[1][k]} != {seq[k]}")
 
 if failures:
     print(f"{len(failures)} failed")
