@@ -9,7 +9,10 @@
 #include "ns3/mpi-receiver.h"
 #include "ns3/simulator.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mpi.h>
 
 namespace
@@ -224,6 +227,41 @@ MpiFabric::Receive(Ptr<Packet> p)
     m_fabric.Links().at(link)->ReceiveRemote(dir, std::move(f), sentPs);
 }
 
+std::vector<uint32_t>
+MpiRun::ReadHostRanks(const std::string& file)
+{
+    const std::string what = "METAROCE_HOST_RANKS: " + file;
+    std::ifstream in(file);
+    if (!in)
+    {
+        throw InputError(what + ": cannot open the file");
+    }
+    nlohmann::json j;
+    try
+    {
+        in >> j;
+    }
+    catch (const nlohmann::json::exception& e)
+    {
+        throw InputError(what + ": not JSON (" + e.what() + ")");
+    }
+    if (!j.is_array())
+    {
+        throw InputError(what + ": expected an array with each NIC's rank");
+    }
+    std::vector<uint32_t> ranks;
+    for (const auto& v : j)
+    {
+        if (!v.is_number_unsigned())
+        {
+            throw InputError(what + ": element " + std::to_string(ranks.size()) +
+                             " is not a rank (an integer from 0)");
+        }
+        ranks.push_back(v.get<uint32_t>());
+    }
+    return ranks;
+}
+
 MpiRun::MpiRun(int* argc, char*** argv)
 {
     MPI_Init(argc, argv);
@@ -257,8 +295,16 @@ MpiRun::Distribute(Fabric& fabric)
         MpiInterface::Disable();
         MpiInterface::Enable(MPI_COMM_WORLD);
     }
-    m_partition = m_hostRanks.empty() ? PartitionFabric(fabric, m_ranks)
-                                      : PartitionFabric(fabric, m_ranks, m_hostRanks);
+    std::vector<uint32_t> hostRanks = m_hostRanks;
+    if (hostRanks.empty())
+    {
+        if (const char* file = std::getenv("METAROCE_HOST_RANKS"))
+        {
+            hostRanks = ReadHostRanks(file);
+        }
+    }
+    m_partition = hostRanks.empty() ? PartitionFabric(fabric, m_ranks)
+                                    : PartitionFabric(fabric, m_ranks, hostRanks);
     if (m_ranks > 1 && m_partition.crossingLinks > 0 && m_partition.minCrossingDelayPs <= 0)
     {
         throw InputError("topology: links between processes need a delay above zero (the "
@@ -279,7 +325,9 @@ nlohmann::json
 MpiRun::RankCosts(uint64_t events, uint64_t peakRssBytes)
 {
     // The rounds of this world: those counted since it was distributed.
-    std::vector<uint64_t> mine{events, peakRssBytes, m_fabric ? m_fabric->GetFramesSent() : 0,
+    const uint64_t nics = static_cast<uint64_t>(
+        std::count(m_partition.hostRank.begin(), m_partition.hostRank.end(), m_rank));
+    std::vector<uint64_t> mine{nics, events, peakRssBytes, m_fabric ? m_fabric->GetFramesSent() : 0,
                                MpiFabric::GetSyncRounds() - m_roundsAtStart};
     std::vector<uint64_t> all(mine.size() * m_ranks);
     MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
@@ -287,7 +335,8 @@ MpiRun::RankCosts(uint64_t events, uint64_t peakRssBytes)
     nlohmann::json j = {{"ranks", m_ranks},
                         {"crossing_links", m_partition.crossingLinks},
                         {"lookahead_ns", m_partition.minCrossingDelayPs / 1e3}};
-    const char* names[] = {"events", "peak_rss_bytes", "frames_sent_to_other_ranks", "sync_rounds"};
+    const char* names[] = {"nics", "events", "peak_rss_bytes", "frames_sent_to_other_ranks",
+                           "sync_rounds"};
     for (std::size_t k = 0; k < mine.size(); ++k)
     {
         nlohmann::json col = nlohmann::json::array();

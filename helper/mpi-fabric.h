@@ -23,6 +23,7 @@
 #include "ns3/packet.h"
 
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -86,8 +87,11 @@ class MpiRun final : public DistributedRun
     void Max(std::vector<int64_t>& v) override;
     nlohmann::json RankCosts(uint64_t events, uint64_t peakRssBytes) override;
 
-    /// Host ranks to use instead of the automatic partition (one per NIC; empty: automatic).
+    /// Host ranks to use instead of the automatic partition (one per NIC; empty: automatic,
+    /// or the JSON array in the file METAROCE_HOST_RANKS names if that is set).
     void SetHostRanks(std::vector<uint32_t> r) { m_hostRanks = std::move(r); }
+    /// A JSON array of ranks, one per NIC (InputError naming the file otherwise).
+    static std::vector<uint32_t> ReadHostRanks(const std::string& file);
     const FabricPartition& LastPartition() const { return m_partition; }
 
   private:

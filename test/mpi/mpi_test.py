@@ -9,6 +9,8 @@ failure (links that cross processes go down with frames in flight).
   goodput, corrupted frames, ECN marks and mean latency within 1% (frames that reach a switch
   at the same picosecond from different processes are taken in the order ns-3's engine
   receives them, which is not the one-process order: see results/distributed.md).
+- A partition given in METAROCE_HOST_RANKS is used (the same frames accounted); one that
+  splits a leaf, or is not an array, is bad input (exit 2).
 - A workload kind that does not run distributed yet is refused (exit 2), naming the key.
 - A sweep whose points run on 2 processes each (--sim metaroce-sim-mpirun): dry runs print
   once, every point is combined, and the points' rows are the same as the 2-process run's.
@@ -16,6 +18,7 @@ failure (links that cross processes go down with frames in flight).
 usage: mpi_test.py METAROCE_SIM METAROCE_SIM_MPI REPO_ROOT METAROCE_SIM_MPIRUN
 """
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -61,6 +64,30 @@ with tempfile.TemporaryDirectory() as tmp:
         for k in CLOSE:
             a, b = float(row[k]), float(seq[k])
             check(abs(a - b) <= 0.01 * max(abs(b), 1e-9), f"{np} processes: {k} {a} vs {b}")
+
+    # A given partition (METAROCE_HOST_RANKS): every NIC on rank 0, rank 1 simulates spines.
+    given = os.path.join(tmp, "ranks.json")
+    with open(given, "w") as f:
+        json.dump([0] * 64, f)
+    _, row = run(MPIRUN + ["-x", f"METAROCE_HOST_RANKS={given}", "-np", "2", SIM_MPI],
+                 os.path.join(tmp, "given.json"))
+    for k in EXACT:
+        check(row[k] == seq[k], f"given partition: {k} {row[k]} != {seq[k]}")
+    with open(os.path.join(tmp, "given.json")) as f:
+        dist = json.load(f)["runs"][0]["cost"]["distributed"]
+    check(dist["nics"] == [64, 0] and dist["crossing_links"] > 0, f"given partition: {dist}")
+    with open(os.path.join(tmp, "np2.json")) as f:
+        dist = json.load(f)["runs"][0]["cost"]["distributed"]
+    check(dist["nics"] == [32, 32], f"automatic partition: {dist}")
+    # One that splits a leaf, or is not an array: bad input, exit 2, naming the variable.
+    for content, why in (([0, 1] * 32, "share a leaf but not a rank"), ({"a": 1}, "an array")):
+        with open(given, "w") as f:
+            json.dump(content, f)
+        r = subprocess.run(MPIRUN + ["-x", f"METAROCE_HOST_RANKS={given}", "-np", "2", SIM_MPI,
+                                     SCENARIO, "--quiet"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)
+        check(r.returncode == 2 and why in r.stderr,
+              f"partition {content!r:.30}: exit {r.returncode}: {r.stderr.strip()}")
 
     # Collectives, jobs and streams are not distributed yet: refused, not run wrong.
     a2a = os.path.join(ROOT, "scenarios", "collectives-64gpu-alltoall.json")
