@@ -8,6 +8,7 @@
 #define METAROCE_DISTRIBUTED_RUN_H
 
 #include "ns3/node.h"
+#include "ns3/nstime.h"
 #include "ns3/ptr.h"
 
 #include <cstdint>
@@ -37,6 +38,10 @@ class DistributedRun
     /// given this process's events and peak RSS, every process's, with the frames that
     /// crossed and the synchronization rounds.
     virtual nlohmann::json RankCosts(uint64_t events, uint64_t peakRssBytes) = 0;
+    /// How long after a workload's own end (raw traffic: when it stops sending) the run is
+    /// stopped, for engines that end only at a stop time (ns-3's null-message engine); zero:
+    /// the run ends when no event is left anywhere, as on one process.
+    virtual Time StopAfter() const = 0;
 };
 
 /// The installed distributed run, or null (one process).

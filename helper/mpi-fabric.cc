@@ -4,10 +4,12 @@
 #include "model/transport/rdma-header.h"
 
 #include "ns3/abort.h"
+#include "ns3/global-value.h"
 #include "ns3/log.h"
 #include "ns3/mpi-interface.h"
 #include "ns3/mpi-receiver.h"
 #include "ns3/simulator.h"
+#include "ns3/string.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -271,6 +273,9 @@ MpiRun::MpiRun(int* argc, char*** argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     m_rank = static_cast<uint32_t>(rank);
     m_ranks = static_cast<uint32_t>(size);
+    StringValue engine;
+    GlobalValue::GetValueByName("SimulatorImplementationType", engine);
+    m_nullMessage = engine.Get() == "ns3::NullMessageSimulatorImpl";
     // On a communicator of ours, so that each world can take it up again: ns-3's interface
     // serves one simulation (Simulator::Destroy frees its buffers).
     MpiInterface::Enable(MPI_COMM_WORLD);

@@ -86,6 +86,8 @@ class MpiRun final : public DistributedRun
     void Sum(std::vector<uint64_t>& v) override;
     void Max(std::vector<int64_t>& v) override;
     nlohmann::json RankCosts(uint64_t events, uint64_t peakRssBytes) override;
+    /// 10 ms under NullMessageSimulatorImpl (it ends only at a stop time), else zero.
+    Time StopAfter() const override { return m_nullMessage ? MilliSeconds(10) : Time(0); }
 
     /// Host ranks to use instead of the automatic partition (one per NIC; empty: automatic,
     /// or the JSON array in the file METAROCE_HOST_RANKS names if that is set).
@@ -101,6 +103,7 @@ class MpiRun final : public DistributedRun
     FabricPartition m_partition;
     std::unique_ptr<MpiFabric> m_fabric;
     uint64_t m_roundsAtStart{0};
+    bool m_nullMessage{false};
 };
 
 } // namespace metaroce

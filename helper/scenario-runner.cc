@@ -365,8 +365,15 @@ RunRaw(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
     }
     // Frames in flight at the end still arrive: the run ends when the fabric is empty.
     RunSupervisor supervisor(spec, fabric, nullptr, Time(0));
+    Time limit = stop;
+    bool hardLimit = false;
+    if (DistributedRun* d = CurrentDistributedRun(); d && d->StopAfter().IsStrictlyPositive())
+    {
+        limit = stop + d->StopAfter(); // an engine that ends only at a stop time
+        hardLimit = true;
+    }
     supervisor.Run(
-        progress, stop, []() { return true; }, false);
+        progress, limit, []() { return true; }, hardLimit);
     const double endedUs = Simulator::Now().GetNanoSeconds() / 1e3;
 
     uint64_t sent = 0;

@@ -9,6 +9,7 @@ failure (links that cross processes go down with frames in flight).
   goodput, corrupted frames, ECN marks and mean latency within 1% (frames that reach a switch
   at the same picosecond from different processes are taken in the order ns-3's engine
   receives them, which is not the one-process order: see results/distributed.md).
+- The same under NullMessageSimulatorImpl on 1 (byte-identical) and 2 processes.
 - A partition given in METAROCE_HOST_RANKS is used (the same frames accounted); one that
   splits a leaf, or is not an array, is bad input (exit 2).
 - A workload kind that does not run distributed yet is refused (exit 2), naming the key.
@@ -41,9 +42,10 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def run(cmd, out):
+def run(cmd, out, env=None):
     r = subprocess.run(cmd + [SCENARIO, "--quiet", "--out", out], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, **(env or {})))
     check(r.returncode == 0, f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()}")
     csv_path = out[:-len(".json")] + ".csv"
     with open(csv_path) as f:
@@ -64,6 +66,19 @@ with tempfile.TemporaryDirectory() as tmp:
         for k in CLOSE:
             a, b = float(row[k]), float(seq[k])
             check(abs(a - b) <= 0.01 * max(abs(b), 1e-9), f"{np} processes: {k} {a} vs {b}")
+
+    # ns-3's null-message engine (stopped 10 ms after the traffic): the same on 1 and 2.
+    nm = {"NS_GLOBAL_VALUE": "SimulatorImplementationType=ns3::NullMessageSimulatorImpl"}
+    text, _ = run(MPIRUN + ["-x", "NS_GLOBAL_VALUE", "-np", "1", SIM_MPI],
+                  os.path.join(tmp, "nm1.json"), nm)
+    check(text == seq_text, "null-message engine, 1 process: CSV differs from metaroce-sim's")
+    _, row = run(MPIRUN + ["-x", "NS_GLOBAL_VALUE", "-np", "2", SIM_MPI],
+                 os.path.join(tmp, "nm2.json"), nm)
+    for k in EXACT:
+        check(row[k] == seq[k], f"null-message engine, 2 processes: {k} {row[k]} != {seq[k]}")
+    for k in CLOSE:
+        a, b = float(row[k]), float(seq[k])
+        check(abs(a - b) <= 0.01 * max(abs(b), 1e-9), f"null-message, 2: {k} {a} vs {b}")
 
     # A given partition (METAROCE_HOST_RANKS): every NIC on rank 0, rank 1 simulates spines.
     given = os.path.join(tmp, "ranks.json")
