@@ -60,7 +60,6 @@ enum class Body : uint8_t
 /// ends run the same program on the same kind of machine: plain bytes suffice).
 struct WireFrame
 {
-    int64_t sentPs;
     int64_t readyPs;
     uint32_t link;
     uint32_t src;
@@ -68,6 +67,7 @@ struct WireFrame
     uint32_t wireBytes;
     uint16_t entropy;
     uint16_t ingress;
+    uint8_t downs; //!< the link's down count when the frame was sent
     uint8_t dir;
     uint8_t ecn;
     uint8_t tc;
@@ -85,8 +85,10 @@ struct WireRdma
 
 MpiFabric::MpiFabric(Fabric& fabric, const FabricPartition& partition, uint32_t rank)
     : m_fabric(fabric)
+    , m_rank(rank)
 {
     ApplyPartition(fabric, partition);
+    FabricChannel::SetRemoteSink(this);
     const auto& links = fabric.Links();
     for (uint32_t i = 0; i < links.size(); ++i)
     {
@@ -97,18 +99,8 @@ MpiFabric::MpiFabric(Fabric& fabric, const FabricPartition& partition, uint32_t 
             const uint32_t from = link->GetDevice(d)->GetNode()->GetSystemId();
             Ptr<NetDevice> toDev = link->GetDevice(1 - d);
             const uint32_t to = toDev->GetNode()->GetSystemId();
-            if (from != rank)
-            {
-                link->SetRemote(d, &m_discard);
-            }
-            else if (to != rank)
-            {
-                link->SetRemote(d, this);
-            }
-            else
-            {
-                link->SetRemote(d, nullptr);
-            }
+            // What another process's node would send here goes nowhere (SendRemote).
+            link->SetRemote(d, from != rank || to != rank);
             if (to == rank && from != rank && !toDev->GetObject<MpiReceiver>())
             {
                 auto rx = CreateObject<MpiReceiver>();
@@ -119,13 +111,19 @@ MpiFabric::MpiFabric(Fabric& fabric, const FabricPartition& partition, uint32_t 
     }
 }
 
-MpiFabric::~MpiFabric() = default;
+MpiFabric::~MpiFabric()
+{
+    if (FabricChannel::GetRemoteSink() == this)
+    {
+        FabricChannel::SetRemoteSink(nullptr);
+    }
+}
 
 Ptr<Packet>
-MpiFabric::Serialize(uint32_t link, uint32_t dir, int64_t sentPs, const FabricFrame& f)
+MpiFabric::Serialize(uint32_t link, uint32_t dir, uint8_t downs, const FabricFrame& f)
 {
     WireFrame w{};
-    w.sentPs = sentPs;
+    w.downs = downs;
     w.readyPs = f.readyPs;
     w.link = link;
     w.src = f.src;
@@ -168,7 +166,7 @@ MpiFabric::Serialize(uint32_t link, uint32_t dir, int64_t sentPs, const FabricFr
 }
 
 FabricFrame
-MpiFabric::Deserialize(Ptr<Packet> p, uint32_t& link, uint32_t& dir, int64_t& sentPs)
+MpiFabric::Deserialize(Ptr<Packet> p, uint32_t& link, uint32_t& dir, uint8_t& downs)
 {
     std::vector<uint8_t> buf(p->GetSize());
     p->CopyData(buf.data(), static_cast<uint32_t>(buf.size()));
@@ -204,15 +202,19 @@ MpiFabric::Deserialize(Ptr<Packet> p, uint32_t& link, uint32_t& dir, int64_t& se
     f.tc = w.tc;
     link = w.link;
     dir = w.dir;
-    sentPs = w.sentPs;
+    downs = w.downs;
     return f;
 }
 
 void
-MpiFabric::SendRemote(FabricChannel* link, uint32_t dir, FabricFrame&& frame, int64_t sentPs)
+MpiFabric::SendRemote(FabricChannel* link, uint32_t dir, FabricFrame&& frame, uint8_t downs)
 {
+    if (link->GetDevice(dir)->GetNode()->GetSystemId() != m_rank)
+    {
+        return; // a copy of another process's node: nothing should send, nothing goes out
+    }
     Ptr<NetDevice> to = link->GetDevice(1 - dir);
-    Ptr<Packet> p = Serialize(m_linkIndex.at(link), dir, sentPs, frame);
+    Ptr<Packet> p = Serialize(m_linkIndex.at(link), dir, downs, frame);
     MpiInterface::SendPacket(p, PicoSeconds(frame.readyPs), to->GetNode()->GetId(),
                              to->GetIfIndex());
     ++m_sent;
@@ -223,10 +225,10 @@ MpiFabric::Receive(Ptr<Packet> p)
 {
     uint32_t link = 0;
     uint32_t dir = 0;
-    int64_t sentPs = 0;
-    FabricFrame f = Deserialize(p, link, dir, sentPs);
+    uint8_t downs = 0;
+    FabricFrame f = Deserialize(p, link, dir, downs);
     ++m_received;
-    m_fabric.Links().at(link)->ReceiveRemote(dir, std::move(f), sentPs);
+    m_fabric.Links().at(link)->ReceiveRemote(dir, std::move(f), downs);
 }
 
 std::vector<uint32_t>

@@ -41,8 +41,7 @@ class MpiFabric final : public FabricRemoteSink
     MpiFabric(const MpiFabric&) = delete;
     MpiFabric& operator=(const MpiFabric&) = delete;
 
-    void SendRemote(FabricChannel* link, uint32_t dir, FabricFrame&& frame,
-                    int64_t sentPs) override;
+    void SendRemote(FabricChannel* link, uint32_t dir, FabricFrame&& frame, uint8_t downs) override;
 
     uint64_t GetFramesSent() const { return m_sent; }
     /// Synchronization rounds of ns-3's granted-time-window engine so far in this process
@@ -50,23 +49,17 @@ class MpiFabric final : public FabricRemoteSink
     static uint64_t GetSyncRounds();
     uint64_t GetFramesReceived() const { return m_received; }
 
-    /// The bytes a frame crosses processes as (link index, direction, send time, frame).
-    static Ptr<Packet> Serialize(uint32_t link, uint32_t dir, int64_t sentPs,
+    /// The bytes a frame crosses processes as (link index, direction, the link's down count
+    /// when it was sent, the frame).
+    static Ptr<Packet> Serialize(uint32_t link, uint32_t dir, uint8_t downs,
                                  const FabricFrame& frame);
-    static FabricFrame Deserialize(Ptr<Packet> p, uint32_t& link, uint32_t& dir, int64_t& sentPs);
+    static FabricFrame Deserialize(Ptr<Packet> p, uint32_t& link, uint32_t& dir, uint8_t& downs);
 
   private:
     void Receive(Ptr<Packet> p);
 
-    /// Drops the frames of nodes that another process simulates.
-    class Discard final : public FabricRemoteSink
-    {
-      public:
-        void SendRemote(FabricChannel*, uint32_t, FabricFrame&&, int64_t) override {}
-    };
-
     Fabric& m_fabric;
-    Discard m_discard;
+    uint32_t m_rank;
     std::unordered_map<const FabricChannel*, uint32_t> m_linkIndex;
     uint64_t m_sent{0};
     uint64_t m_received{0};

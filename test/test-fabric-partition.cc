@@ -118,7 +118,8 @@ TEST_CASE("a given partition that splits a leaf or names a missing rank is refus
 
 namespace
 {
-/// Stands for the other process: keeps what the link hands over.
+/// Stands for the other process: keeps what the links hand over (the process's sink while
+/// it exists).
 class Outbox : public FabricRemoteSink
 {
   public:
@@ -126,12 +127,16 @@ class Outbox : public FabricRemoteSink
     {
         uint32_t dir;
         FabricFrame frame;
-        int64_t sentPs;
+        uint8_t downs;
     };
 
-    void SendRemote(FabricChannel*, uint32_t dir, FabricFrame&& f, int64_t sentPs) override
+    Outbox() { FabricChannel::SetRemoteSink(this); }
+
+    ~Outbox() override { FabricChannel::SetRemoteSink(nullptr); }
+
+    void SendRemote(FabricChannel*, uint32_t dir, FabricFrame&& f, uint8_t downs) override
     {
-        sent.push_back({dir, std::move(f), sentPs});
+        sent.push_back({dir, std::move(f), downs});
     }
 
     std::vector<Sent> sent;
@@ -156,7 +161,7 @@ TEST_CASE("a remote link direction hands frames over due at their arrival; late 
     FrameLog log;
     b->SetReceiver(&log);
     Outbox out;
-    ch->SetRemote(0, &out);
+    ch->SetRemote(0, true);
     CHECK(ch->IsRemote(0));
     CHECK_FALSE(ch->IsRemote(1));
 
@@ -166,18 +171,18 @@ TEST_CASE("a remote link direction hands frames over due at their arrival; late 
     CHECK(log.entries.empty());
     REQUIRE(out.sent.size() == 1);
     CHECK(out.sent[0].dir == 0);
-    CHECK(out.sent[0].sentPs == 0);
+    CHECK(out.sent[0].downs == 0);
     CHECK(out.sent[0].frame.readyPs == 334240 + 500000);
     CHECK(out.sent[0].frame.entropy == 7);
 
     // The receiving process's copy of the link delivers it at that time...
-    auto deliver = [&](int64_t at, int64_t sentPs)
+    auto deliver = [&](int64_t at, uint8_t downs)
     {
         Simulator::Schedule(PicoSeconds(at) - Simulator::Now(),
-                            [&, sentPs]()
+                            [&, downs]()
                             {
                                 FabricFrame f = out.sent[0].frame;
-                                ch->ReceiveRemote(0, std::move(f), sentPs);
+                                ch->ReceiveRemote(0, std::move(f), downs);
                             });
         Simulator::Run();
     };
@@ -188,16 +193,18 @@ TEST_CASE("a remote link direction hands frames over due at their arrival; late 
     // ...but not one sent before the link went down, even if it is up again by then, as a
     // frame in flight on a local link would be lost.
     const int64_t t0 = Simulator::Now().GetPicoSeconds();
+    const uint8_t before = ch->GetDowns();
     Simulator::Schedule(NanoSeconds(100), &FabricChannel::SetUp, ch, false);
     Simulator::Schedule(NanoSeconds(200), &FabricChannel::SetUp, ch, true);
-    deliver(t0 + 834240, t0);
+    deliver(t0 + 834240, before);
+    CHECK(ch->GetDowns() == before + 1);
     CHECK(log.entries.size() == 1);
     CHECK(ch->GetLostInFlight() == 1);
     // A frame sent after the link came back arrives.
-    deliver(Simulator::Now().GetPicoSeconds() + 834240, Simulator::Now().GetPicoSeconds());
+    deliver(Simulator::Now().GetPicoSeconds() + 834240, ch->GetDowns());
     CHECK(log.entries.size() == 2);
     // Back to local: frames travel the link again.
-    ch->SetRemote(0, nullptr);
+    ch->SetRemote(0, false);
     a->Enqueue(FabricFrame::Make(Create<Packet>(100), 0, 1, 8, 3, ECN_ECT0));
     Simulator::Run();
     CHECK(log.entries.size() == 3);

@@ -47,7 +47,7 @@ FabricChannel::DoDispose()
         }
         x.to = nullptr;
         m_dev[d] = nullptr;
-        m_remote[d] = nullptr;
+        x.remote = false;
     }
     Channel::DoDispose();
 }
@@ -119,7 +119,7 @@ FabricChannel::Transmit(uint32_t d, FabricFrame&& frame, int64_t txPs, int64_t n
             return;
         }
         frame.readyPs = nowPs + txPs + x.handoverPs;
-        m_remote[d]->SendRemote(this, d, std::move(frame), nowPs);
+        s_remoteSink->SendRemote(this, d, std::move(frame), x.downs);
         return;
     }
     frame.readyPs = nowPs + txPs + x.handoverPs;
@@ -172,16 +172,16 @@ FabricChannel::Deliver(uint32_t d)
 }
 
 void
-FabricChannel::SetRemote(uint32_t d, FabricRemoteSink* sink)
+FabricChannel::SetRemote(uint32_t d, bool remote)
 {
-    m_remote[d] = sink;
-    m_dir[d].divert = !m_dir[d].up || sink != nullptr;
+    m_dir[d].remote = remote;
+    m_dir[d].divert = !m_dir[d].up || remote;
 }
 
 void
-FabricChannel::ReceiveRemote(uint32_t d, FabricFrame&& frame, int64_t sentPs)
+FabricChannel::ReceiveRemote(uint32_t d, FabricFrame&& frame, uint8_t downs)
 {
-    if (!m_dir[d].up || m_lastDownPs >= sentPs)
+    if (!m_dir[d].up || m_dir[d].downs != downs)
     {
         ++m_lostInFlight;
         return;
@@ -197,13 +197,16 @@ FabricChannel::SetUp(bool up)
         return;
     }
     m_dir[0].up = m_dir[1].up = up;
-    for (uint32_t d = 0; d < 2; ++d)
+    for (Direction& x : m_dir)
     {
-        m_dir[d].divert = !up || m_remote[d] != nullptr;
+        x.divert = !up || x.remote;
+        if (!up)
+        {
+            ++x.downs;
+        }
     }
     if (!up)
     {
-        m_lastDownPs = NowPs();
         for (Direction& x : m_dir)
         {
             if (x.arrival && !x.inFlight.Empty())
