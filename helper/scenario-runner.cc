@@ -1,6 +1,8 @@
 #include "scenario-runner.h"
 
+#include "distributed-run.h"
 #include "fabric-helper.h"
+#include "json-reader.h"
 #include "memory-estimate.h"
 #include "model/collective/communicator.h"
 #include "model/fabric/raw-traffic.h"
@@ -76,6 +78,15 @@ RunWorld(const RunSpec& spec, ProgressReporter& progress)
     SetRunPhase("installing the workload");
     int64_t stream = 1;
     stream += fabric->AssignStreams(stream);
+    if (DistributedRun* d = CurrentDistributedRun())
+    {
+        if (spec.workloadKind != "raw" && d->Ranks() > 1)
+        {
+            throw InputError("workload.kind: '" + spec.workloadKind +
+                             "' does not run on several processes yet (raw does)");
+        }
+        d->Distribute(*fabric);
+    }
     double buildS = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     uint64_t buildRss = PeakRssBytes();
     ScheduleFaults(*fabric, spec.faults);
@@ -132,6 +143,34 @@ RunWorld(const RunSpec& spec, ProgressReporter& progress)
             hops += dev->GetCounters().txPackets;
         }
     }
+    if (DistributedRun* d = CurrentDistributedRun())
+    {
+        // Each process's part: the copies of the others' nodes saw no traffic.
+        std::vector<uint64_t> sums{t.switchDropsBuffer,
+                                   t.switchDropsNoRoute,
+                                   t.portDropsLinkDown,
+                                   t.portDropsCorrupt,
+                                   t.lostInFlight,
+                                   t.ecnMarks,
+                                   t.pauses,
+                                   pausedNow,
+                                   hops,
+                                   t.forwarded};
+        std::vector<int64_t> maxima{static_cast<int64_t>(maxBuffer)};
+        d->Sum(sums);
+        d->Max(maxima);
+        t.switchDropsBuffer = sums[0];
+        t.switchDropsNoRoute = sums[1];
+        t.portDropsLinkDown = sums[2];
+        t.portDropsCorrupt = sums[3];
+        t.lostInFlight = sums[4];
+        t.ecnMarks = sums[5];
+        t.pauses = sums[6];
+        pausedNow = sums[7];
+        hops = sums[8];
+        t.forwarded = sums[9];
+        maxBuffer = static_cast<uint64_t>(maxima[0]);
+    }
     head.metrics["max_switch_buffer_bytes"] = maxBuffer;
     head.counters["drops_buffer"] = t.switchDropsBuffer;
     head.counters["drops_no_route"] = t.switchDropsNoRoute;
@@ -158,6 +197,10 @@ RunWorld(const RunSpec& spec, ProgressReporter& progress)
         {"queue_pairs", fabric->GetQueuePairs()},
         {"simulated_us", Simulator::Now().GetMicroSeconds()},
     };
+    if (DistributedRun* d = CurrentDistributedRun())
+    {
+        head.cost["distributed"] = d->RankCosts(events, PeakRssBytes());
+    }
     fabric.reset();
     Simulator::Destroy();
     return recs;

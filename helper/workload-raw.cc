@@ -1,4 +1,5 @@
 // The raw-traffic workload: packets without a transport.
+#include "distributed-run.h"
 #include "fabric-helper.h"
 #include "memory-estimate.h"
 #include "model/collective/communicator.h"
@@ -70,15 +71,25 @@ RunRaw(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
                 // Sub-flow e starts e port-packet-times late: together they are smooth.
                 fs.start = PicoSeconds(portGapPs * e);
                 fs.stop = stop;
-                eps[src]->AddFlow(fs);
+                if (IsLocal(fabric.Host(src))) // another process's, in a distributed run
+                {
+                    eps[src]->AddFlow(fs);
+                }
                 ++nflows;
             }
         }
     }
     // Frames in flight at the end still arrive: the run ends when the fabric is empty.
     RunSupervisor supervisor(spec, fabric, nullptr, Time(0));
+    Time limit = stop;
+    bool hardLimit = false;
+    if (DistributedRun* d = CurrentDistributedRun(); d && d->StopAfter().IsStrictlyPositive())
+    {
+        limit = stop + d->StopAfter(); // an engine that ends only at a stop time
+        hardLimit = true;
+    }
     supervisor.Run(
-        progress, stop, []() { return true; }, false);
+        progress, limit, []() { return true; }, hardLimit);
     const double endedUs = Simulator::Now().GetNanoSeconds() / 1e3;
 
     uint64_t sent = 0;
@@ -96,6 +107,20 @@ RunRaw(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
         outOfOrder += s.outOfOrder;
         latSum += s.latencySumPs;
         latMax = std::max(latMax, s.latencyMaxPs);
+    }
+    if (DistributedRun* d = CurrentDistributedRun())
+    {
+        std::vector<uint64_t> sums{sent, received, payload, outOfOrder,
+                                   static_cast<uint64_t>(latSum)};
+        std::vector<int64_t> maxima{latMax};
+        d->Sum(sums);
+        d->Max(maxima);
+        sent = sums[0];
+        received = sums[1];
+        payload = sums[2];
+        outOfOrder = sums[3];
+        latSum = static_cast<int64_t>(sums[4]);
+        latMax = maxima[0];
     }
     // Goodput: payload of frames sent during the run (and delivered), over the run's length.
     const double perUs = 8.0 / (spec.durationUs * 1e3);

@@ -17,6 +17,9 @@
 #include "helper/scenario.h"
 #include "model/core/bucket-scheduler.h"
 #include "model/core/fast-simulator-impl.h"
+#ifdef METAROCE_MPI
+#include "helper/mpi-fabric.h"
+#endif
 
 #include "ns3/global-value.h"
 #include "ns3/scheduler.h"
@@ -253,8 +256,15 @@ main(int argc, char* argv[])
     };
     Choice choices[] = {
         {"SchedulerType", BucketScheduler::GetTypeId().GetName(), Scheduler::GetTypeId()},
+#ifdef METAROCE_MPI
+        // metaroce-sim-mpi: ns-3's granted-time-window engine unless NullMessageSimulatorImpl
+        // is chosen.
+        {"SimulatorImplementationType", "ns3::DistributedSimulatorImpl",
+         SimulatorImpl::GetTypeId()},
+#else
         {"SimulatorImplementationType", FastSimulatorImpl::GetTypeId().GetName(),
          SimulatorImpl::GetTypeId()},
+#endif
     };
     if (const char* globals = std::getenv("NS_GLOBAL_VALUE"))
     {
@@ -283,6 +293,13 @@ main(int argc, char* argv[])
         }
         GlobalValue::Bind(c.key, StringValue(c.type)); // each checker takes the name
     }
+#ifdef METAROCE_MPI
+    // One simulation over all processes; rank 0 alone prints and writes the results.
+    MpiRun mpi(&argc, &argv);
+    const bool writer = mpi.Rank() == 0;
+#else
+    const bool writer = true;
+#endif
 
     if (opt.dryRun)
     {
@@ -310,7 +327,10 @@ main(int argc, char* argv[])
             {
                 j["collective_choices"] = c;
             }
-            std::cout << j.dump(2) << "\n";
+            if (writer)
+            {
+                std::cout << j.dump(2) << "\n";
+            }
         }
         return 0;
     }
@@ -326,12 +346,12 @@ main(int argc, char* argv[])
 
     try
     {
-        ProgressReporter progress(!opt.quiet);
+        ProgressReporter progress(!opt.quiet && writer);
         std::vector<RunRecord> records;
         for (const auto& run : sc.runs)
         {
             SetRunPhase("building the fabric", run.variant);
-            if (!opt.quiet)
+            if (!opt.quiet && writer)
             {
                 std::cerr << "metaroce-sim: " << EstimateLine(run, limit) << "\n";
             }
@@ -340,11 +360,14 @@ main(int argc, char* argv[])
                 records.push_back(std::move(rec));
             }
         }
-        std::cout << "# " << sc.name << (sc.description.empty() ? "" : ": " + sc.description)
-                  << "\n";
-        PrintTable(std::cout, records, sc.runs.front().table);
+        if (writer)
+        {
+            std::cout << "# " << sc.name << (sc.description.empty() ? "" : ": " + sc.description)
+                      << "\n";
+            PrintTable(std::cout, records, sc.runs.front().table);
+        }
         SetRunPhase("writing results", "");
-        if (!opt.out.empty())
+        if (!opt.out.empty() && writer)
         {
             outputs.Add(outputs.JsonPath(), ResultsJson(sc.name, records).dump(2) + "\n");
             outputs.Add(outputs.CsvPath(), ResultsCsv(records));
@@ -359,9 +382,13 @@ main(int argc, char* argv[])
         {
             if (!rec.unfinished.empty())
             {
-                std::cerr << "metaroce-sim: warning: " << rec.scenario << "/" << rec.variant
-                          << ": unfinished: " << rec.unfinished
-                          << (rec.expectUnfinished ? " (expected by the scenario)" : "") << "\n";
+                if (writer)
+                {
+                    std::cerr << "metaroce-sim: warning: " << rec.scenario << "/" << rec.variant
+                              << ": unfinished: " << rec.unfinished
+                              << (rec.expectUnfinished ? " (expected by the scenario)" : "")
+                              << "\n";
+                }
                 unexpected = unexpected || !rec.expectUnfinished;
             }
         }

@@ -320,9 +320,20 @@ def emit_jobs():
         check(r.returncode == 0, f"job line: exit {r.returncode} {r.stderr}")
         r = subprocess.run(lines[0], shell=True, capture_output=True, text=True, timeout=60)
         check(r.returncode == 0 and "already done" in r.stderr, f"job line again: {r.stderr}")
+    # The Slurm array script: one task per line; task 2 runs the second point (a dry run of
+    # the array without Slurm: its #SBATCH lines are comments to bash).
+    sbatch = jobs + ".sbatch"
+    text = open(sbatch).read() if os.path.exists(sbatch) else ""
+    check("#SBATCH --array=1-3\n" in text, f"sbatch script: {text!r}")
+    r = subprocess.run(["bash", sbatch], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, SLURM_ARRAY_TASK_ID="2"))
+    check(r.returncode == 0, f"sbatch task 2: exit {r.returncode} {r.stderr}")
+    r = subprocess.run(["bash", sbatch], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, SLURM_ARRAY_TASK_ID="4"))
+    check(r.returncode == 2 and "no line 4" in r.stderr, f"sbatch task 4: {r.stderr}")
     r = fake_sweep(eo, *grid)
-    check(r.returncode == 0 and "1 already done, running 2" in r.stderr,
-          f"after a job line: {r.stderr}")
+    check(r.returncode == 0 and "2 already done, running 1" in r.stderr,
+          f"after a job line and an array task: {r.stderr}")
     r = fake_sweep(eo, *grid, "--emit-jobs", jobs)
     with open(fake_sim, "a") as f:
         f.write("# rebuilt again\n")

@@ -47,6 +47,7 @@ FabricChannel::DoDispose()
         }
         x.to = nullptr;
         m_dev[d] = nullptr;
+        x.remote = false;
     }
     Channel::DoDispose();
 }
@@ -110,9 +111,15 @@ FabricChannel::Transmit(uint32_t d, FabricFrame&& frame, int64_t txPs, int64_t n
 {
     NS_ASSERT(nowPs == NowPs());
     Direction& x = m_dir[d];
-    if (!x.up)
+    if (x.divert)
     {
-        ++m_lostInFlight;
+        if (!x.up)
+        {
+            ++m_lostInFlight;
+            return;
+        }
+        frame.readyPs = nowPs + txPs + x.handoverPs;
+        s_remoteSink->SendRemote(this, d, std::move(frame), x.downs);
         return;
     }
     frame.readyPs = nowPs + txPs + x.handoverPs;
@@ -165,6 +172,24 @@ FabricChannel::Deliver(uint32_t d)
 }
 
 void
+FabricChannel::SetRemote(uint32_t d, bool remote)
+{
+    m_dir[d].remote = remote;
+    m_dir[d].divert = !m_dir[d].up || remote;
+}
+
+void
+FabricChannel::ReceiveRemote(uint32_t d, FabricFrame&& frame, uint8_t downs)
+{
+    if (!m_dir[d].up || m_dir[d].downs != downs)
+    {
+        ++m_lostInFlight;
+        return;
+    }
+    m_dir[d].to->Receive(std::move(frame));
+}
+
+void
 FabricChannel::SetUp(bool up)
 {
     if (up == m_dir[0].up)
@@ -172,6 +197,14 @@ FabricChannel::SetUp(bool up)
         return;
     }
     m_dir[0].up = m_dir[1].up = up;
+    for (Direction& x : m_dir)
+    {
+        x.divert = !up || x.remote;
+        if (!up)
+        {
+            ++x.downs;
+        }
+    }
     if (!up)
     {
         for (Direction& x : m_dir)

@@ -20,8 +20,22 @@ namespace ns3
 namespace metaroce
 {
 
+class FabricChannel;
 class FabricNetDevice;
 class FabricFrameReceiver;
+
+/// Takes the frames a link sends towards a device that another process simulates (a
+/// distributed run: see helper/mpi-fabric.h), or drops those of a device this process only
+/// holds a copy of.
+class FabricRemoteSink
+{
+  public:
+    virtual ~FabricRemoteSink() = default;
+    /// A frame sent in direction dir, due at its far end at frame.readyPs; `downs`: how many
+    /// times the link had gone down when it was sent (see FabricChannel::ReceiveRemote).
+    virtual void SendRemote(FabricChannel* link, uint32_t dir, FabricFrame&& frame,
+                            uint8_t downs) = 0;
+};
 
 class alignas(64) FabricChannel final : public Channel
 {
@@ -66,6 +80,20 @@ class alignas(64) FabricChannel final : public Channel
     }
     FabricNetDevice* GetPeer(const FabricNetDevice* dev) const;
 
+    /// Where this process's links send their remote directions' frames (one per process: a
+    /// static, so that a link spends no byte on it; null when no link is remote).
+    static void SetRemoteSink(FabricRemoteSink* sink) { s_remoteSink = sink; }
+    static FabricRemoteSink* GetRemoteSink() { return s_remoteSink; }
+    /// Frames sent in direction dir go to the remote sink instead of the far end.
+    void SetRemote(uint32_t dir, bool remote);
+    bool IsRemote(uint32_t dir) const { return m_dir[dir].remote; }
+    /// A frame another process sent over direction dir arrives now; `downs` as given to
+    /// SendRemote. It is lost if the link has gone down since it was sent, as a frame in
+    /// flight here would be (every process's copy of a link goes down and up alike).
+    void ReceiveRemote(uint32_t dir, FabricFrame&& frame, uint8_t downs);
+    /// How many times the link has gone down (modulo 256: never that many during one traversal).
+    uint8_t GetDowns() const { return m_dir[0].downs; }
+
     /// Fails or restores the link: both ends see the change; frames in flight are lost.
     void SetUp(bool up);
     bool IsUp() const { return m_dir[0].up; }
@@ -97,6 +125,7 @@ class alignas(64) FabricChannel final : public Channel
     Ptr<FabricNetDevice> m_dev[2];
     int64_t m_delayPs{0};
     uint64_t m_lostInFlight{0};
+    inline static FabricRemoteSink* s_remoteSink{nullptr};
 
     /// Direction d: frames from m_dev[d] to m_dev[1-d].
     struct alignas(64) Direction
@@ -108,7 +137,11 @@ class alignas(64) FabricChannel final : public Channel
         Ptr<ArrivalEvent> arrival; //!< the one pending arrival event, made on first use
         uint32_t toNode{0};        //!< node id of `to` (the arrival's context)
         bool up{true};             //!< the link (same in both directions)
+        bool remote{false};        //!< frames go to the remote sink
+        bool divert{false};        //!< !up || remote: one test on the send path
+        uint8_t downs{0};          //!< times the link went down (same in both directions)
     };
+    static_assert(sizeof(Direction) == 64, "a direction is one cache line");
 
     Direction m_dir[2];
 };
