@@ -110,3 +110,50 @@ TEST_CASE("MetaRoCE rate hints: posted receive buffers 1:3 give shares 1:3, equa
         CHECK(total >= 0.95);
     }
 }
+
+TEST_CASE("MetaRoCE rate hints: a share its sender cannot use goes to the backlogged sender",
+          "[metaroce][hint]")
+{
+    // Into NIC 0 (one 100G plane): sender 1 is backlogged; sender 2 also sends to three
+    // others, so its own NIC gives the flow to 0 about a quarter of 100G. Plain equal shares
+    // hold sender 1 at half the link while a quarter of it idles; measured redistribution
+    // gives sender 1 what sender 2 leaves, as no hints at all would.
+    auto run = [](const std::string& hints)
+    {
+        SimGuard guard;
+        if (hints == "none")
+        {
+            Config::SetDefault("ns3::metaroce::MetaRoceAimd::UseRateHints", BooleanValue(false));
+        }
+        else
+        {
+            Config::SetDefault("ns3::metaroce::MetaRoceRateHint::Redistribute", StringValue(hints));
+        }
+        RdmaWorld w(SmallFpf(8, 1, 8), "ns3::metaroce::MetaRoceQueuePair");
+        auto [a, ra] = w.rdma->Connect(1, 0);
+        auto [b, rb] = w.rdma->Connect(2, 0);
+        a->PostSend(8u << 20);
+        b->PostSend(8u << 20);
+        std::vector<Ptr<QueuePair>> keep;
+        for (uint32_t d : {3u, 4u, 5u})
+        {
+            auto [c, rc] = w.rdma->Connect(2, d);
+            c->PostSend(32u << 20);
+            keep.push_back(c);
+            keep.push_back(rc);
+        }
+        int64_t aDone = 0;
+        ra->SetReceiveHandler([&](const RdmaCompletion& c) { aDone = c.completedPs; });
+        Simulator::Stop(MilliSeconds(20));
+        Simulator::Run();
+        REQUIRE(aDone > 0);
+        return (8u << 20) * 8e3 / aDone; // Gb/s
+    };
+    double none = run("none");
+    double plain = run("off");
+    double measured = run("measured");
+    INFO("backlogged sender: " << none << " Gb/s without hints, " << plain << " plain shares, "
+                               << measured << " measured");
+    CHECK(plain < 0.75 * none);   // the former rule leaves the link a quarter idle
+    CHECK(measured > 0.9 * none); // redistribution fills it
+}

@@ -649,7 +649,8 @@ MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHead
     if ((h.flags & RdmaHeader::kFlagProbe) == 0)
     {
         Place(h, payload, true);
-        m_hint->OnData(this); // after placement: the last packet of the last message ends it
+        m_hint->OnData(this,
+                       payload); // after placement: the last packet of the last message ends it
     }
     if (!a.current)
     {

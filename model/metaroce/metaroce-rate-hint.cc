@@ -44,7 +44,29 @@ MetaRoceRateHint::GetTypeId()
                           "use).",
                           EnumValue(WEIGHT_POSTED),
                           MakeEnumAccessor(&MetaRoceRateHint::m_weighting),
-                          MakeEnumChecker(WEIGHT_POSTED, "posted", WEIGHT_OFF, "off"));
+                          MakeEnumChecker(WEIGHT_POSTED, "posted", WEIGHT_OFF, "off"))
+            .AddAttribute(
+                "Redistribute",
+                "What becomes of a share its sender cannot use: measured (every "
+                "ActiveWindow the tracker measures each active QP's delivered rate; "
+                "one below LimitedBelow of its share keeps LimitedHeadroom x its rate "
+                "and the others split the rest by weight) or off (plain shares: a "
+                "sender held back elsewhere leaves its share idle). Assumption: "
+                "measured (the talk says the receiver 'knows best how much traffic "
+                "is coming').",
+                EnumValue(REDISTRIBUTE_MEASURED),
+                MakeEnumAccessor(&MetaRoceRateHint::m_redistribute),
+                MakeEnumChecker(REDISTRIBUTE_MEASURED, "measured", REDISTRIBUTE_OFF, "off"))
+            .AddAttribute("LimitedBelow",
+                          "A QP that delivered less than this fraction of its share over a "
+                          "measurement is limited elsewhere. Assumption: 0.8.",
+                          DoubleValue(0.8), MakeDoubleAccessor(&MetaRoceRateHint::m_limitedBelow),
+                          MakeDoubleChecker<double>(0.0, 1.0))
+            .AddAttribute("LimitedHeadroom",
+                          "What a limited QP keeps reserved, as a multiple of its measured rate "
+                          "(room to speed up before the next measurement). Assumption: 1.25.",
+                          DoubleValue(1.25), MakeDoubleAccessor(&MetaRoceRateHint::m_headroom),
+                          MakeDoubleChecker<double>(1.0, 100.0));
     return tid;
 }
 
@@ -83,7 +105,7 @@ MetaRoceRateHint::WeightOf(const QueuePair* qp) const
 }
 
 void
-MetaRoceRateHint::OnData(const QueuePair* qp)
+MetaRoceRateHint::OnData(const QueuePair* qp, uint32_t payloadBytes)
 {
     uint32_t qpn = qp->GetQpn();
     if (qpn >= m_q.size())
@@ -107,7 +129,12 @@ MetaRoceRateHint::OnData(const QueuePair* qp)
         m_active.push_back(qpn);
     }
     m_totalWeight += static_cast<double>(w) - e.weight;
+    if (e.reservedBps > 0)
+    {
+        m_limitedWeight += static_cast<double>(w) - e.weight;
+    }
     e.weight = w;
+    e.bytes += payloadBytes;
     e.lastPs = NowPs();
     if (!IsPending(m_sweep))
     {
@@ -120,14 +147,24 @@ MetaRoceRateHint::Remove(uint32_t qpn)
 {
     Entry& e = m_q[qpn];
     m_totalWeight -= e.weight;
+    if (e.reservedBps > 0)
+    {
+        m_reservedBps -= e.reservedBps;
+        m_limitedWeight -= e.weight;
+    }
     uint32_t last = m_active.back();
     m_active[e.slot] = last;
     m_q[last].slot = e.slot;
     m_active.pop_back();
     e.weight = 0;
+    e.bytes = 0;
+    e.age = 0;
+    e.reservedBps = 0;
     if (m_active.empty())
     {
         m_totalWeight = 0; // no drift from the sums
+        m_reservedBps = 0;
+        m_limitedWeight = 0;
     }
 }
 
@@ -149,6 +186,7 @@ MetaRoceRateHint::Sweep()
             ++i;
         }
     }
+    Allocate();
     if (!m_active.empty())
     {
         m_sweep = Simulator::Schedule(m_window, &MetaRoceRateHint::Sweep, this);
@@ -156,17 +194,95 @@ MetaRoceRateHint::Sweep()
 }
 
 double
+MetaRoceRateHint::Capacity() const
+{
+    return m_nic->GetUpCapacityBps() * m_utilization;
+}
+
+void
+MetaRoceRateHint::Allocate()
+{
+    const int64_t now = NowPs();
+    const double intervalPs = m_lastSweepPs < 0 ? 0 : static_cast<double>(now - m_lastSweepPs);
+    m_lastSweepPs = now;
+    m_reservedBps = 0;
+    m_limitedWeight = 0;
+    // The QPs measured over the whole interval that delivered less than LimitedBelow of the
+    // hint they had (held back elsewhere, not by the hint), by rate per unit of weight.
+    std::vector<std::pair<double, uint32_t>> measured;
+    for (uint32_t qpn : m_active)
+    {
+        Entry& e = m_q[qpn];
+        double rate = intervalPs > 0 ? e.bytes * 8e12 / intervalPs : 0;
+        if (m_redistribute == REDISTRIBUTE_MEASURED && e.age > 0 && intervalPs > 0 &&
+            rate < m_limitedBelow * ShareOf(&e, e.weight, m_totalWeight))
+        {
+            measured.emplace_back(rate / e.weight, qpn);
+        }
+        e.bytes = 0;
+        ++e.age;
+    }
+    for (uint32_t qpn : m_active)
+    {
+        m_q[qpn].reservedBps = 0;
+    }
+    if (measured.empty())
+    {
+        return;
+    }
+    std::sort(measured.begin(), measured.end());
+    // Water-filling: the slowest first; one that used less than LimitedBelow of its share of
+    // what is left keeps LimitedHeadroom x its rate, the rest share the remainder.
+    double left = Capacity();
+    double wleft = m_totalWeight;
+    for (const auto& [perWeight, qpn] : measured)
+    {
+        Entry& e = m_q[qpn];
+        double fair = left * e.weight / wleft;
+        double keep = perWeight * e.weight * m_headroom;
+        if (keep >= fair)
+        {
+            break; // this one and every faster one take a share of what is left
+        }
+        e.reservedBps = keep;
+        if (e.reservedBps <= 0)
+        {
+            e.reservedBps = 1; // a QP that delivered nothing reserves (almost) nothing
+        }
+        left -= e.reservedBps;
+        wleft -= e.weight;
+        m_reservedBps += e.reservedBps;
+        m_limitedWeight += e.weight;
+    }
+}
+
+double
 MetaRoceRateHint::HintBps(const QueuePair* qp) const
 {
     uint32_t qpn = qp->GetQpn();
-    uint32_t w = qpn < m_q.size() ? m_q[qpn].weight : 0;
+    const Entry* e = qpn < m_q.size() ? &m_q[qpn] : nullptr;
+    uint32_t w = e != nullptr ? e->weight : 0;
     double total = m_totalWeight;
     if (w == 0)
     {
         w = WeightOf(qp);
         total += w;
     }
-    return m_nic->GetUpCapacityBps() * m_utilization * w / std::max<double>(total, w);
+    return ShareOf(e, w, total);
+}
+
+double
+MetaRoceRateHint::ShareOf(const Entry* e, uint32_t w, double total) const
+{
+    const double capacity = Capacity();
+    if (m_reservedBps > 0 && e != nullptr && e->weight != 0 && e->reservedBps == 0 &&
+        total > m_limitedWeight)
+    {
+        // Not limited: a share of what the limited QPs leave.
+        double rest = std::max(0.0, capacity - m_reservedBps);
+        return std::max(capacity * w / total, rest * w / (total - m_limitedWeight));
+    }
+    return capacity * w / std::max<double>(total, w);
 }
 
 double

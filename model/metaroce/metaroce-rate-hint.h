@@ -14,6 +14,12 @@
  *  - Posted buffers: how they weigh a QP's share is not stated (an assumption, the attribute
  *    BufferWeighting): "posted", a QP's weight is its posted, unconsumed receive buffers (at
  *    least 1); "off", every active QP weighs the same.
+ *  - A share a sender cannot use (it is held back elsewhere: its own NIC, its own inputs) goes
+ *    to the others (Redistribute "measured", an assumption): every ActiveWindow the tracker
+ *    measures what each active QP delivered; one that used less than LimitedBelow of its share
+ *    keeps LimitedHeadroom x its rate reserved (its own hint stays its plain share, so it can
+ *    speed up), and the rest of the capacity is split among the others by weight, as a
+ *    max-min fair allocation. "off": plain shares only.
  */
 #ifndef METAROCE_METAROCE_RATE_HINT_H
 #define METAROCE_METAROCE_RATE_HINT_H
@@ -41,6 +47,12 @@ class MetaRoceRateHint : public Object
         WEIGHT_POSTED //!< shares in proportion to posted receive buffers
     };
 
+    enum Redistribution
+    {
+        REDISTRIBUTE_OFF,     //!< plain shares
+        REDISTRIBUTE_MEASURED //!< shares a sender does not use go to the others
+    };
+
     static TypeId GetTypeId();
     MetaRoceRateHint();
     ~MetaRoceRateHint() override;
@@ -50,7 +62,7 @@ class MetaRoceRateHint : public Object
 
     /// A data packet of the receiving QP `qp` was placed (call after placement: a packet that
     /// completes the QP's last message ends its share).
-    void OnData(const QueuePair* qp);
+    void OnData(const QueuePair* qp, uint32_t payloadBytes);
     /// The share of `qp`, in bit/s (as if it were active, if it is not).
     double HintBps(const QueuePair* qp) const;
     /// The share of an active QP of weight 1, in bit/s.
@@ -65,19 +77,34 @@ class MetaRoceRateHint : public Object
   private:
     struct Entry
     {
-        int64_t lastPs{-1}; //!< last data packet
-        uint32_t weight{0}; //!< 0: not active
-        uint32_t slot{0};   //!< index in m_active while active
+        int64_t lastPs{-1};    //!< last data packet
+        uint32_t weight{0};    //!< 0: not active
+        uint32_t slot{0};      //!< index in m_active while active
+        uint64_t bytes{0};     //!< payload since the last measurement
+        uint32_t age{0};       //!< measurements since it became active
+        double reservedBps{0}; //!< > 0: limited elsewhere, this much kept for it
     };
 
     uint32_t WeightOf(const QueuePair* qp) const;
     void Remove(uint32_t qpn);
     void Sweep();
+    /// Measures the active QPs' rates and finds those limited elsewhere (water-filling).
+    void Allocate();
+    /// The hint of a QP of weight w (entry e, null if none) when the weights add up to total.
+    double ShareOf(const Entry* e, uint32_t w, double total) const;
+    /// The capacity the hints split: live ports x Utilization.
+    double Capacity() const;
 
     RdmaNic* m_nic{nullptr};
     Time m_window;
     double m_utilization{1.0};
     Weighting m_weighting{WEIGHT_POSTED};
+    Redistribution m_redistribute{REDISTRIBUTE_MEASURED};
+    double m_limitedBelow{0.8};
+    double m_headroom{1.25};
+    double m_reservedBps{0};   //!< sum over limited QPs
+    double m_limitedWeight{0}; //!< their weights
+    int64_t m_lastSweepPs{-1};
     // Dense by QPN (a NIC numbers its QPs from 1): one store per data packet, no hashing.
     std::vector<Entry> m_q;
     std::vector<uint32_t> m_active; //!< QPNs of the active receiving QPs
