@@ -1,34 +1,14 @@
 // Collective, job and trace workloads: NCCL collectives through Communicator.
-#include "fabric-helper.h"
-#include "memory-estimate.h"
-#include "model/collective/communicator.h"
-#include "model/fabric/raw-traffic.h"
-#include "model/metaroce/metaroce-queue-pair.h"
-#include "model/transport/scale-up.h"
-#include "rdma-helper.h"
 #include "run-context.h"
 #include "run-supervisor.h"
-#include "run-watchdog.h"
 #include "trace-replay.h"
 
-#include "ns3/config.h"
-#include "ns3/log.h"
-#include "ns3/object-factory.h"
-#include "ns3/rng-seed-manager.h"
 #include "ns3/simulator.h"
-#include "ns3/string.h"
-#include "ns3/uinteger.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <fstream>
-#include <functional>
-#include <map>
-#include <memory>
 #include <numeric>
 #include <sstream>
-#include <sys/resource.h>
+#include <vector>
 
 namespace ns3
 {

@@ -205,27 +205,25 @@ MetaRoceRateHint::Allocate()
     const int64_t now = NowPs();
     const double intervalPs = m_lastSweepPs < 0 ? 0 : static_cast<double>(now - m_lastSweepPs);
     m_lastSweepPs = now;
-    m_reservedBps = 0;
-    m_limitedWeight = 0;
-    // The QPs measured over the whole interval that delivered less than LimitedBelow of the
-    // hint they had (held back elsewhere, not by the hint), by rate per unit of weight.
+    // The QPs measured over the whole interval that delivered less than LimitedBelow of their
+    // plain share (held back elsewhere, not by a hint), by rate per unit of weight.
+    const double perWeightShare = m_totalWeight > 0 ? Capacity() / m_totalWeight : 0;
     std::vector<std::pair<double, uint32_t>> measured;
     for (uint32_t qpn : m_active)
     {
         Entry& e = m_q[qpn];
         double rate = intervalPs > 0 ? e.bytes * 8e12 / intervalPs : 0;
         if (m_redistribute == REDISTRIBUTE_MEASURED && e.age > 0 && intervalPs > 0 &&
-            rate < m_limitedBelow * ShareOf(&e, e.weight, m_totalWeight))
+            rate < m_limitedBelow * perWeightShare * e.weight)
         {
             measured.emplace_back(rate / e.weight, qpn);
         }
         e.bytes = 0;
+        e.reservedBps = 0;
         ++e.age;
     }
-    for (uint32_t qpn : m_active)
-    {
-        m_q[qpn].reservedBps = 0;
-    }
+    m_reservedBps = 0;
+    m_limitedWeight = 0;
     if (measured.empty())
     {
         return;
