@@ -4,22 +4,28 @@
 #include "model/transport/rdma-header.h"
 
 #include "ns3/abort.h"
+#include "ns3/config.h"
+#include "ns3/enum.h"
 #include "ns3/global-value.h"
 #include "ns3/log.h"
+#include "ns3/make-event.h"
 #include "ns3/mpi-interface.h"
 #include "ns3/mpi-receiver.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <mpi.h>
 
 namespace
 {
 uint64_t g_allgathers = 0; // this process's; read between worlds
+uint64_t g_windows = 0;    // the own engine's synchronization rounds
 } // namespace
 
 /// DistributedSimulatorImpl synchronizes once per round with one MPI_Allgather (its lower
@@ -42,7 +48,7 @@ NS_LOG_COMPONENT_DEFINE("MpiFabric");
 uint64_t
 MpiFabric::GetSyncRounds()
 {
-    return g_allgathers;
+    return g_allgathers + g_windows;
 }
 
 namespace
@@ -81,14 +87,49 @@ struct WireRdma
     uint32_t payloadBytes;
 };
 
+/// A PFC PAUSE or RESUME crossing processes.
+struct WirePause
+{
+    int64_t atPs;
+    uint64_t tie; //!< the own engine's order for it (the sending switch's)
+    uint32_t link;
+    uint8_t dir;
+    uint8_t cls;
+    uint8_t pause;
+};
+
+/// A record in the own engine's exchange buffers: kind, then the length of what follows.
+struct RecordHead
+{
+    uint8_t kind;
+    uint32_t bytes;
+};
+
+template <typename T>
+void
+Put(std::vector<uint8_t>& out, const T& v)
+{
+    const std::size_t at = out.size();
+    out.resize(at + sizeof(T));
+    std::memcpy(out.data() + at, &v, sizeof(T));
+}
+
 } // namespace
 
-MpiFabric::MpiFabric(Fabric& fabric, const FabricPartition& partition, uint32_t rank)
+MpiFabric::MpiFabric(Fabric& fabric, const FabricPartition& partition, uint32_t rank,
+                     uint32_t ranks, bool ownEngine)
     : m_fabric(fabric)
     , m_rank(rank)
+    , m_ranks(ranks)
+    , m_own(ownEngine)
+    , m_out(ranks)
 {
     ApplyPartition(fabric, partition);
     FabricChannel::SetRemoteSink(this);
+    // No crossing link: the processes never wait for each other.
+    m_lookaheadPs = partition.crossingLinks > 0
+                        ? static_cast<uint64_t>(partition.minCrossingDelayPs)
+                        : std::numeric_limits<uint64_t>::max();
     const auto& links = fabric.Links();
     for (uint32_t i = 0; i < links.size(); ++i)
     {
@@ -101,7 +142,7 @@ MpiFabric::MpiFabric(Fabric& fabric, const FabricPartition& partition, uint32_t 
             const uint32_t to = toDev->GetNode()->GetSystemId();
             // What another process's node would send here goes nowhere (SendRemote).
             link->SetRemote(d, from != rank || to != rank);
-            if (to == rank && from != rank && !toDev->GetObject<MpiReceiver>())
+            if (!m_own && to == rank && from != rank && !toDev->GetObject<MpiReceiver>())
             {
                 auto rx = CreateObject<MpiReceiver>();
                 rx->SetReceiveCallback(MakeCallback(&MpiFabric::Receive, this));
@@ -119,8 +160,9 @@ MpiFabric::~MpiFabric()
     }
 }
 
-Ptr<Packet>
-MpiFabric::Serialize(uint32_t link, uint32_t dir, uint8_t downs, const FabricFrame& f)
+void
+MpiFabric::AppendFrame(std::vector<uint8_t>& out, uint32_t link, uint32_t dir, uint8_t downs,
+                       const FabricFrame& f)
 {
     WireFrame w{};
     w.downs = downs;
@@ -134,52 +176,43 @@ MpiFabric::Serialize(uint32_t link, uint32_t dir, uint8_t downs, const FabricFra
     w.dir = static_cast<uint8_t>(dir);
     w.ecn = f.ecn;
     w.tc = f.tc;
-    std::vector<uint8_t> buf(sizeof(WireFrame));
+    w.body = f.header ? Body::Rdma : f.packet ? Body::Packet : Body::None;
+    Put(out, w);
     if (f.header)
     {
         auto* h = dynamic_cast<const RdmaFrameHeader*>(&*f.header);
         NS_ABORT_MSG_UNLESS(h != nullptr, "a frame header that cannot cross processes");
-        w.body = Body::Rdma;
         WireRdma r{};
         RdmaHeaderData data;
         h->Get(data);
         r.fields = data;
         r.sack = data.sack;
         r.payloadBytes = h->PayloadBytes();
-        buf.resize(sizeof(WireFrame) + sizeof(WireRdma));
-        std::memcpy(buf.data() + sizeof(WireFrame), &r, sizeof(r));
+        Put(out, r);
     }
     else if (f.packet)
     {
-        w.body = Body::Packet;
         const uint32_t n = f.packet->GetSerializedSize();
-        buf.resize(sizeof(WireFrame) + n);
-        NS_ABORT_MSG_UNLESS(f.packet->Serialize(buf.data() + sizeof(WireFrame), n) == 1,
-                            "packet serialization");
+        const std::size_t at = out.size();
+        out.resize(at + n);
+        NS_ABORT_MSG_UNLESS(f.packet->Serialize(out.data() + at, n) == 1, "packet serialization");
     }
-    else
-    {
-        w.body = Body::None;
-    }
-    std::memcpy(buf.data(), &w, sizeof(w));
-    return Create<Packet>(buf.data(), static_cast<uint32_t>(buf.size()));
 }
 
 FabricFrame
-MpiFabric::Deserialize(Ptr<Packet> p, uint32_t& link, uint32_t& dir, uint8_t& downs)
+MpiFabric::ParseFrame(const uint8_t* p, std::size_t n, uint32_t& link, uint32_t& dir,
+                      uint8_t& downs)
 {
-    std::vector<uint8_t> buf(p->GetSize());
-    p->CopyData(buf.data(), static_cast<uint32_t>(buf.size()));
-    NS_ABORT_MSG_UNLESS(buf.size() >= sizeof(WireFrame), "short frame from another process");
+    NS_ABORT_MSG_UNLESS(n >= sizeof(WireFrame), "short frame from another process");
     WireFrame w;
-    std::memcpy(&w, buf.data(), sizeof(w));
+    std::memcpy(&w, p, sizeof(w));
     FabricFrame f;
     if (w.body == Body::Rdma)
     {
-        NS_ABORT_MSG_UNLESS(buf.size() == sizeof(WireFrame) + sizeof(WireRdma),
+        NS_ABORT_MSG_UNLESS(n == sizeof(WireFrame) + sizeof(WireRdma),
                             "bad RDMA frame from another process");
         WireRdma r;
-        std::memcpy(&r, buf.data() + sizeof(WireFrame), sizeof(r));
+        std::memcpy(&r, p + sizeof(WireFrame), sizeof(r));
         RdmaHeaderData data;
         static_cast<RdmaFields&>(data) = r.fields;
         data.sack = r.sack;
@@ -188,8 +221,8 @@ MpiFabric::Deserialize(Ptr<Packet> p, uint32_t& link, uint32_t& dir, uint8_t& do
     }
     else if (w.body == Body::Packet)
     {
-        auto q = Create<Packet>(buf.data() + sizeof(WireFrame),
-                                static_cast<uint32_t>(buf.size() - sizeof(WireFrame)), true);
+        auto q = Create<Packet>(p + sizeof(WireFrame), static_cast<uint32_t>(n - sizeof(WireFrame)),
+                                true);
         f = FabricFrame::Make(q, w.src, w.dst, w.entropy, w.tc, w.ecn);
     }
     f.readyPs = w.readyPs;
@@ -206,6 +239,28 @@ MpiFabric::Deserialize(Ptr<Packet> p, uint32_t& link, uint32_t& dir, uint8_t& do
     return f;
 }
 
+Ptr<Packet>
+MpiFabric::Serialize(uint32_t link, uint32_t dir, uint8_t downs, const FabricFrame& f)
+{
+    std::vector<uint8_t> buf;
+    AppendFrame(buf, link, dir, downs, f);
+    return Create<Packet>(buf.data(), static_cast<uint32_t>(buf.size()));
+}
+
+FabricFrame
+MpiFabric::Deserialize(Ptr<Packet> p, uint32_t& link, uint32_t& dir, uint8_t& downs)
+{
+    std::vector<uint8_t> buf(p->GetSize());
+    p->CopyData(buf.data(), static_cast<uint32_t>(buf.size()));
+    return ParseFrame(buf.data(), buf.size(), link, dir, downs);
+}
+
+uint32_t
+MpiFabric::RankOfFarEnd(FabricChannel* link, uint32_t dir) const
+{
+    return link->GetDevice(1 - dir)->GetNode()->GetSystemId();
+}
+
 void
 MpiFabric::SendRemote(FabricChannel* link, uint32_t dir, FabricFrame&& frame, uint8_t downs)
 {
@@ -213,22 +268,169 @@ MpiFabric::SendRemote(FabricChannel* link, uint32_t dir, FabricFrame&& frame, ui
     {
         return; // a copy of another process's node: nothing should send, nothing goes out
     }
-    Ptr<NetDevice> to = link->GetDevice(1 - dir);
-    Ptr<Packet> p = Serialize(m_linkIndex.at(link), dir, downs, frame);
-    MpiInterface::SendPacket(p, PicoSeconds(frame.readyPs), to->GetNode()->GetId(),
-                             to->GetIfIndex());
     ++m_sent;
+    if (m_own)
+    {
+        std::vector<uint8_t>& out = m_out[RankOfFarEnd(link, dir)];
+        const std::size_t head = out.size();
+        Put(out, RecordHead{static_cast<uint8_t>(Kind::Frame), 0});
+        AppendFrame(out, m_linkIndex.at(link), dir, downs, frame);
+        const uint32_t bytes = static_cast<uint32_t>(out.size() - head - sizeof(RecordHead));
+        std::memcpy(out.data() + head + offsetof(RecordHead, bytes), &bytes, sizeof(bytes));
+        return;
+    }
+    std::vector<uint8_t> buf;
+    Put(buf, static_cast<uint8_t>(Kind::Frame));
+    AppendFrame(buf, m_linkIndex.at(link), dir, downs, frame);
+    Ptr<NetDevice> to = link->GetDevice(1 - dir);
+    MpiInterface::SendPacket(Create<Packet>(buf.data(), static_cast<uint32_t>(buf.size())),
+                             PicoSeconds(frame.readyPs), to->GetNode()->GetId(), to->GetIfIndex());
+}
+
+void
+MpiFabric::SendPause(FabricChannel* link, uint32_t dir, int64_t atPs, uint8_t cls, bool pause)
+{
+    if (link->GetDevice(dir)->GetNode()->GetSystemId() != m_rank)
+    {
+        return;
+    }
+    WirePause w{};
+    w.atPs = atPs;
+    w.link = m_linkIndex.at(link);
+    w.dir = static_cast<uint8_t>(dir);
+    w.cls = cls;
+    w.pause = pause ? 1 : 0;
+    if (m_own)
+    {
+        // The tie the pause would have had on one process: this switch's next count.
+        w.tie =
+            static_cast<FastSimulatorImpl*>(PeekPointer(Simulator::GetImplementation()))->NextTie();
+        std::vector<uint8_t>& out = m_out[RankOfFarEnd(link, dir)];
+        Put(out, RecordHead{static_cast<uint8_t>(Kind::Pause), sizeof(WirePause)});
+        Put(out, w);
+        return;
+    }
+    std::vector<uint8_t> buf;
+    Put(buf, static_cast<uint8_t>(Kind::Pause));
+    Put(buf, w);
+    Ptr<NetDevice> to = link->GetDevice(1 - dir);
+    MpiInterface::SendPacket(Create<Packet>(buf.data(), static_cast<uint32_t>(buf.size())),
+                             PicoSeconds(atPs), to->GetNode()->GetId(), to->GetIfIndex());
+}
+
+void
+MpiFabric::Take(const uint8_t* p, std::size_t n)
+{
+    NS_ABORT_MSG_UNLESS(n >= 1, "empty record from another process");
+    const auto kind = static_cast<Kind>(p[0]);
+    ++p;
+    --n;
+    if (kind == Kind::Frame)
+    {
+        uint32_t link = 0;
+        uint32_t dir = 0;
+        uint8_t downs = 0;
+        FabricFrame f = ParseFrame(p, n, link, dir, downs);
+        ++m_received;
+        FabricChannel* ch = PeekPointer(m_fabric.Links().at(link));
+        if (m_own)
+        {
+            ch->EnqueueRemote(dir, std::move(f), downs);
+        }
+        else
+        {
+            ch->ReceiveRemote(dir, std::move(f), downs);
+        }
+        return;
+    }
+    NS_ABORT_MSG_UNLESS(kind == Kind::Pause && n == sizeof(WirePause),
+                        "bad record from another process");
+    WirePause w;
+    std::memcpy(&w, p, sizeof(w));
+    FabricChannel* ch = PeekPointer(m_fabric.Links().at(w.link));
+    Ptr<FabricNetDevice> up = StaticCast<FabricNetDevice>(ch->GetDevice(1 - w.dir));
+    const bool pause = w.pause != 0;
+    if (m_own)
+    {
+        auto* sim = static_cast<FastSimulatorImpl*>(PeekPointer(Simulator::GetImplementation()));
+        EventImpl* ev = MakeEvent(&FabricNetDevice::SetPaused, PeekPointer(up), w.cls, pause);
+        sim->InsertWithTie(ev, static_cast<uint64_t>(w.atPs), up->GetNode()->GetId(), w.tie);
+        return;
+    }
+    up->SetPaused(w.cls, pause); // ns-3's engines run this at atPs
 }
 
 void
 MpiFabric::Receive(Ptr<Packet> p)
 {
-    uint32_t link = 0;
-    uint32_t dir = 0;
-    uint8_t downs = 0;
-    FabricFrame f = Deserialize(p, link, dir, downs);
-    ++m_received;
-    m_fabric.Links().at(link)->ReceiveRemote(dir, std::move(f), downs);
+    std::vector<uint8_t> buf(p->GetSize());
+    p->CopyData(buf.data(), static_cast<uint32_t>(buf.size()));
+    Take(buf.data(), buf.size());
+}
+
+void
+MpiFabric::Exchange()
+{
+    std::vector<int> sendCounts(m_ranks);
+    std::vector<int> recvCounts(m_ranks);
+    std::vector<int> sendDispl(m_ranks);
+    std::vector<int> recvDispl(m_ranks);
+    std::size_t total = 0;
+    for (uint32_t r = 0; r < m_ranks; ++r)
+    {
+        NS_ABORT_MSG_UNLESS(m_out[r].size() < (1u << 31), "over 2 GiB crossing in one window");
+        sendCounts[r] = static_cast<int>(m_out[r].size());
+        sendDispl[r] = static_cast<int>(total);
+        total += m_out[r].size();
+    }
+    MPI_Alltoall(sendCounts.data(), 1, MPI_INT, recvCounts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    m_sendBuf.resize(total);
+    for (uint32_t r = 0; r < m_ranks; ++r)
+    {
+        if (!m_out[r].empty())
+        {
+            std::memcpy(m_sendBuf.data() + sendDispl[r], m_out[r].data(), m_out[r].size());
+        }
+        m_out[r].clear();
+    }
+    std::size_t in = 0;
+    for (uint32_t r = 0; r < m_ranks; ++r)
+    {
+        recvDispl[r] = static_cast<int>(in);
+        in += static_cast<std::size_t>(recvCounts[r]);
+    }
+    NS_ABORT_MSG_UNLESS(in < (std::size_t(1) << 31), "over 2 GiB crossing in one window");
+    m_recvBuf.resize(in);
+    MPI_Alltoallv(m_sendBuf.data(), sendCounts.data(), sendDispl.data(), MPI_BYTE, m_recvBuf.data(),
+                  recvCounts.data(), recvDispl.data(), MPI_BYTE, MPI_COMM_WORLD);
+    // In rank order, each rank's records in the order sent: a link's frames keep their order.
+    std::size_t at = 0;
+    while (at < in)
+    {
+        RecordHead h;
+        std::memcpy(&h, m_recvBuf.data() + at, sizeof(h));
+        // Take wants the kind first, then the record: the head's kind byte is that.
+        std::vector<uint8_t> rec(1 + h.bytes);
+        rec[0] = h.kind;
+        std::memcpy(rec.data() + 1, m_recvBuf.data() + at + sizeof(RecordHead), h.bytes);
+        Take(rec.data(), rec.size());
+        at += sizeof(RecordHead) + h.bytes;
+    }
+}
+
+uint64_t
+MpiFabric::Grant(uint64_t nextTs, bool stopped)
+{
+    // One reduction: the earliest pending event anywhere, and whether any process stopped.
+    uint64_t v[2] = {nextTs, stopped ? 0u : 1u};
+    MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    ++g_windows;
+    if (v[0] == std::numeric_limits<uint64_t>::max() || v[1] == 0)
+    {
+        return 0;
+    }
+    const uint64_t limit = v[0] + m_lookaheadPs;
+    return limit < v[0] ? std::numeric_limits<uint64_t>::max() : limit; // saturating
 }
 
 std::vector<uint32_t>
@@ -278,9 +480,19 @@ MpiRun::MpiRun(int* argc, char*** argv)
     StringValue engine;
     GlobalValue::GetValueByName("SimulatorImplementationType", engine);
     m_nullMessage = engine.Get() == "ns3::NullMessageSimulatorImpl";
-    // On a communicator of ours, so that each world can take it up again: ns-3's interface
-    // serves one simulation (Simulator::Destroy frees its buffers).
-    MpiInterface::Enable(MPI_COMM_WORLD);
+    m_own = engine.Get() == FastSimulatorImpl::GetTypeId().GetName();
+    if (m_own)
+    {
+        // Every world's simulator orders ties by node from its first event on.
+        Config::SetDefault("ns3::metaroce::FastSimulatorImpl::TieOrder",
+                           EnumValue(static_cast<int>(FastSimulatorImpl::TieOrder::Node)));
+    }
+    else
+    {
+        // On a communicator of ours, so that each world can take it up again: ns-3's
+        // interface serves one simulation (Simulator::Destroy frees its buffers).
+        MpiInterface::Enable(MPI_COMM_WORLD);
+    }
     SetDistributedRun(this);
 }
 
@@ -288,7 +500,10 @@ MpiRun::~MpiRun()
 {
     SetDistributedRun(nullptr);
     m_fabric.reset();
-    MpiInterface::Disable();
+    if (!m_own)
+    {
+        MpiInterface::Disable();
+    }
     MPI_Finalize();
 }
 
@@ -297,10 +512,13 @@ MpiRun::Distribute(Fabric& fabric)
 {
     if (m_fabric)
     {
-        // A world after the first: the previous one's Simulator::Destroy freed the buffers.
         m_fabric.reset();
-        MpiInterface::Disable();
-        MpiInterface::Enable(MPI_COMM_WORLD);
+        if (!m_own)
+        {
+            // A world after the first: the previous one's Simulator::Destroy freed the buffers.
+            MpiInterface::Disable();
+            MpiInterface::Enable(MPI_COMM_WORLD);
+        }
     }
     std::vector<uint32_t> hostRanks = m_hostRanks;
     if (hostRanks.empty())
@@ -317,7 +535,14 @@ MpiRun::Distribute(Fabric& fabric)
         throw InputError("topology: links between processes need a delay above zero (the "
                          "synchronization lookahead)");
     }
-    m_fabric = std::make_unique<MpiFabric>(fabric, m_partition, m_rank);
+    m_fabric = std::make_unique<MpiFabric>(fabric, m_partition, m_rank, m_ranks, m_own);
+    if (m_own)
+    {
+        auto sim = DynamicCast<FastSimulatorImpl>(Simulator::GetImplementation());
+        NS_ABORT_MSG_UNLESS(sim && sim->NodeOrder(),
+                            "the distributed engine needs FastSimulatorImpl in TieOrder node");
+        sim->SetSynchronizer(m_ranks > 1 ? m_fabric.get() : nullptr);
+    }
     m_roundsAtStart = MpiFabric::GetSyncRounds();
 }
 

@@ -1,17 +1,26 @@
 /*
- * A fabric simulated by several MPI processes on ns-3's distributed simulator
- * (DistributedSimulatorImpl with granted time windows, or NullMessageSimulatorImpl). Every
- * process builds the whole fabric; FabricPartition says which nodes each one simulates.
- * A link between two processes stays a FabricChannel on both: the sender's copy hands each
- * frame to MpiFabric (a FabricRemoteSink), which serializes it with its transport header
- * into a Packet for MpiInterface::SendPacket, due at the frame's arrival time; the receiver's
- * MpiReceiver rebuilds the frame and gives it to its copy of the link. The link's delay is
- * the lookahead ns-3 computes from it. Frames sent by a node this process only holds a copy
- * of are dropped (nothing should send them).
+ * A fabric simulated by several MPI processes. Every process builds the whole fabric;
+ * FabricPartition says which nodes each one simulates. A link between two processes stays a
+ * FabricChannel on both: the sender's copy hands each frame (and each PFC PAUSE/RESUME) to
+ * MpiFabric, the process's FabricRemoteSink, which carries it to the process of the far end.
+ * Frames sent by a node this process only holds a copy of are dropped (nothing sends them).
  *
- * MpiRun is what a program on MPI creates first: it starts MPI (MpiInterface::Enable) with
- * the simulator implementation bound in SimulatorImplementationType, installs itself as the
- * runner's DistributedRun, and stops MPI when destroyed.
+ * Two engines, chosen by SimulatorImplementationType:
+ * - the module's own (ns3::metaroce::FastSimulatorImpl in TieOrder::Node; metaroce-sim-mpi's
+ *   default): MpiFabric is its Synchronizer. What crossed during a window goes over in one
+ *   MPI_Alltoallv at the window's end, each frame entering the far copy of its link ahead of
+ *   its arrival (FabricChannel::EnqueueRemote); one MPI_Allreduce then grants the next
+ *   window: every event before the earliest pending event anywhere plus the lookahead (the
+ *   smallest delay of a link between processes). Events at the same time run in an order
+ *   each node's history fixes, so 1, 2 or 4 processes give the same bytes.
+ * - ns-3's DistributedSimulatorImpl (granted time windows) or NullMessageSimulatorImpl: each
+ *   frame is a Packet for MpiInterface::SendPacket, due at its arrival time, rebuilt by the
+ *   far process's MpiReceiver. ns-3 orders a frame from another process after the receiver's
+ *   own events of the same time, so results match one process's within a hair, not exactly.
+ *
+ * MpiRun is what a program on MPI creates first: it starts MPI (and ns-3's MpiInterface for
+ * ns-3's engines), installs itself as the runner's DistributedRun, and stops MPI when
+ * destroyed.
  */
 #ifndef METAROCE_MPI_FABRIC_H
 #define METAROCE_MPI_FABRIC_H
@@ -19,6 +28,7 @@
 #include "distributed-run.h"
 #include "fabric-helper.h"
 #include "fabric-partition.h"
+#include "model/core/fast-simulator-impl.h"
 
 #include "ns3/packet.h"
 
@@ -32,22 +42,32 @@ namespace ns3
 namespace metaroce
 {
 
-class MpiFabric final : public FabricRemoteSink
+class MpiFabric final : public FabricRemoteSink, public FastSimulatorImpl::Synchronizer
 {
   public:
-    /// Applies `partition` to `fabric` for the process of rank `rank`.
-    MpiFabric(Fabric& fabric, const FabricPartition& partition, uint32_t rank);
+    /// Applies `partition` to `fabric` for the process of rank `rank` out of `ranks`;
+    /// `ownEngine`: FastSimulatorImpl in TieOrder::Node runs it (else ns-3's engines).
+    MpiFabric(Fabric& fabric, const FabricPartition& partition, uint32_t rank, uint32_t ranks,
+              bool ownEngine);
     ~MpiFabric() override;
     MpiFabric(const MpiFabric&) = delete;
     MpiFabric& operator=(const MpiFabric&) = delete;
 
     void SendRemote(FabricChannel* link, uint32_t dir, FabricFrame&& frame, uint8_t downs) override;
+    void SendPause(FabricChannel* link, uint32_t dir, int64_t atPs, uint8_t cls,
+                   bool pause) override;
+
+    // FastSimulatorImpl::Synchronizer
+    void Exchange() override;
+    uint64_t Grant(uint64_t nextTs, bool stopped) override;
+    uint32_t SystemId() const override { return m_rank; }
 
     uint64_t GetFramesSent() const { return m_sent; }
-    /// Synchronization rounds of ns-3's granted-time-window engine so far in this process
-    /// (its MPI_Allgather calls, counted through MPI's profiling interface).
-    static uint64_t GetSyncRounds();
     uint64_t GetFramesReceived() const { return m_received; }
+    /// Synchronization rounds so far in this process: the own engine's windows, or ns-3's
+    /// granted-time-window engine's MPI_Allgather calls (counted through MPI's profiling
+    /// interface).
+    static uint64_t GetSyncRounds();
 
     /// The bytes a frame crosses processes as (link index, direction, the link's down count
     /// when it was sent, the frame).
@@ -56,11 +76,30 @@ class MpiFabric final : public FabricRemoteSink
     static FabricFrame Deserialize(Ptr<Packet> p, uint32_t& link, uint32_t& dir, uint8_t& downs);
 
   private:
+    /// A record's kind, its first byte.
+    enum class Kind : uint8_t
+    {
+        Frame = 1,
+        Pause = 2,
+    };
+    static void AppendFrame(std::vector<uint8_t>& out, uint32_t link, uint32_t dir, uint8_t downs,
+                            const FabricFrame& frame);
+    static FabricFrame ParseFrame(const uint8_t* p, std::size_t n, uint32_t& link, uint32_t& dir,
+                                  uint8_t& downs);
+    /// Takes one record (ns-3's engines: at its time; the own engine: at the exchange).
+    void Take(const uint8_t* p, std::size_t n);
     void Receive(Ptr<Packet> p);
+    uint32_t RankOfFarEnd(FabricChannel* link, uint32_t dir) const;
 
     Fabric& m_fabric;
     uint32_t m_rank;
+    uint32_t m_ranks;
+    bool m_own;
+    uint64_t m_lookaheadPs;
     std::unordered_map<const FabricChannel*, uint32_t> m_linkIndex;
+    std::vector<std::vector<uint8_t>> m_out; //!< own engine: records for each rank
+    std::vector<uint8_t> m_sendBuf;
+    std::vector<uint8_t> m_recvBuf;
     uint64_t m_sent{0};
     uint64_t m_received{0};
 };
@@ -79,6 +118,8 @@ class MpiRun final : public DistributedRun
     void Sum(std::vector<uint64_t>& v) override;
     void Max(std::vector<int64_t>& v) override;
     nlohmann::json RankCosts(uint64_t events, uint64_t peakRssBytes) override;
+    /// Whether the module's own engine runs (FastSimulatorImpl in TieOrder::Node).
+    bool OwnEngine() const { return m_own; }
     /// 10 ms under NullMessageSimulatorImpl (it ends only at a stop time), else zero.
     Time StopAfter() const override { return m_nullMessage ? MilliSeconds(10) : Time(0); }
 
@@ -97,6 +138,7 @@ class MpiRun final : public DistributedRun
     std::unique_ptr<MpiFabric> m_fabric;
     uint64_t m_roundsAtStart{0};
     bool m_nullMessage{false};
+    bool m_own{true};
 };
 
 } // namespace metaroce

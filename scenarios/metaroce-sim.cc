@@ -257,9 +257,10 @@ main(int argc, char* argv[])
     Choice choices[] = {
         {"SchedulerType", BucketScheduler::GetTypeId().GetName(), Scheduler::GetTypeId()},
 #ifdef METAROCE_MPI
-        // metaroce-sim-mpi: ns-3's granted-time-window engine unless NullMessageSimulatorImpl
-        // is chosen.
-        {"SimulatorImplementationType", "ns3::DistributedSimulatorImpl",
+        // metaroce-sim-mpi: the module's own engine, its ties ordered by node (the same results
+        // on any number of processes); ns-3's DistributedSimulatorImpl or
+        // NullMessageSimulatorImpl when chosen.
+        {"SimulatorImplementationType", FastSimulatorImpl::GetTypeId().GetName(),
          SimulatorImpl::GetTypeId()},
 #else
         {"SimulatorImplementationType", FastSimulatorImpl::GetTypeId().GetName(),

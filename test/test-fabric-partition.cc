@@ -139,6 +139,10 @@ class Outbox : public FabricRemoteSink
         sent.push_back({dir, std::move(f), downs});
     }
 
+    void SendPause(FabricChannel*, uint32_t, int64_t, uint8_t, bool) override { ++pauses; }
+
+    uint32_t pauses{0};
+
     std::vector<Sent> sent;
 };
 } // namespace

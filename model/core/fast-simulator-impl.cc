@@ -4,8 +4,11 @@
 
 #include "ns3/abort.h"
 #include "ns3/assert.h"
+#include "ns3/enum.h"
 #include "ns3/log.h"
 #include "ns3/pointer.h"
+
+#include <algorithm>
 
 namespace ns3
 {
@@ -21,15 +24,33 @@ namespace
 // are numbered from 4.
 constexpr uint32_t kUidDestroy = 2;
 constexpr uint32_t kFirstUid = 4;
+// TieOrder::Node: a tie's top 24 bits say who scheduled the event (0: a frame's arrival,
+// node c: c + 1, no context: all ones), its low 40 bits that one's count.
+constexpr uint32_t kCountBits = 40;
+constexpr uint64_t kProgram = 0xffffff;
 } // namespace
 
 TypeId
 FastSimulatorImpl::GetTypeId()
 {
-    static TypeId tid = TypeId("ns3::metaroce::FastSimulatorImpl")
-                            .SetParent<SimulatorImpl>()
-                            .SetGroupName("MetaRoce")
-                            .AddConstructor<FastSimulatorImpl>();
+    static TypeId tid =
+        TypeId("ns3::metaroce::FastSimulatorImpl")
+            .SetParent<SimulatorImpl>()
+            .SetGroupName("MetaRoce")
+            .AddConstructor<FastSimulatorImpl>()
+            .AddAttribute("TieOrder",
+                          "How events at the same time are ordered: 'scheduled', ns-3's "
+                          "order (by when they were scheduled); 'node', by who scheduled "
+                          "them and that one's own count, so that a run split over "
+                          "processes gives the same results as on one (the order "
+                          "metaroce-sim-mpi uses). Either is a valid order of "
+                          "simultaneous events; results differ between them as between "
+                          "two orders of equal-time events.",
+                          EnumValue(static_cast<int>(TieOrder::Scheduled)),
+                          MakeEnumAccessor(&FastSimulatorImpl::SetTieOrderValue,
+                                           &FastSimulatorImpl::GetTieOrderValue),
+                          MakeEnumChecker(static_cast<int>(TieOrder::Scheduled), "scheduled",
+                                          static_cast<int>(TieOrder::Node), "node"));
     return tid;
 }
 
@@ -61,6 +82,11 @@ FastSimulatorImpl::DoDispose()
         next.impl->Unref();
     }
     m_events = nullptr;
+    for (NodeEvent& e : m_heap)
+    {
+        e.impl->Unref();
+    }
+    m_heap.clear();
     SimulatorImpl::DoDispose();
 }
 
@@ -95,13 +121,162 @@ FastSimulatorImpl::SetScheduler(ObjectFactory schedulerFactory)
 uint32_t
 FastSimulatorImpl::GetSystemId() const
 {
-    return 0;
+    return m_sync ? m_sync->SystemId() : 0;
 }
 
 bool
 FastSimulatorImpl::IsFinished() const
 {
-    return m_events->IsEmpty() || m_stop;
+    return (m_nodeOrder ? m_heap.empty() : m_events->IsEmpty()) || m_stop;
+}
+
+void
+FastSimulatorImpl::SetTieOrder(TieOrder order)
+{
+    const bool node = order == TieOrder::Node;
+    if (node == m_nodeOrder)
+    {
+        return;
+    }
+    NS_ABORT_MSG_UNLESS(m_heap.empty() && (!m_events || m_events->IsEmpty()),
+                        "FastSimulatorImpl: TieOrder changes only while no event is pending");
+    m_nodeOrder = node;
+}
+
+uint64_t
+FastSimulatorImpl::NextTie()
+{
+    const uint32_t c = m_currentContext;
+    if (c == Simulator::NO_CONTEXT)
+    {
+        return (kProgram << kCountBits) | ++m_programCount;
+    }
+    NS_ABORT_MSG_UNLESS(c + 1 < kProgram, "FastSimulatorImpl: a context beyond 2^24 - 2");
+    if (c >= m_nodeCount.size())
+    {
+        m_nodeCount.resize(std::max<std::size_t>(c + 1, m_nodeCount.size() * 2), 0);
+    }
+    // Counts wrap at 2^40 (a node scheduling a trillion events): the order stays a function
+    // of the node's history, which is what it must be.
+    const uint64_t n = ++m_nodeCount[c] & ((uint64_t(1) << kCountBits) - 1);
+    return ((uint64_t(c) + 1) << kCountBits) | n;
+}
+
+void
+FastSimulatorImpl::InsertWithTie(EventImpl* event, uint64_t ts, uint32_t context, uint64_t tie)
+{
+    NS_ASSERT(m_nodeOrder && ts >= m_currentTs);
+    m_heap.push_back(NodeEvent{ts, tie, event, context, m_uid++});
+    ++m_unscheduledEvents;
+    HeapUp(m_heap.size() - 1);
+}
+
+void
+FastSimulatorImpl::HeapUp(std::size_t i)
+{
+    NodeEvent e = m_heap[i];
+    while (i > 0)
+    {
+        std::size_t parent = (i - 1) / 4;
+        if (!Before(e, m_heap[parent]))
+        {
+            break;
+        }
+        m_heap[i] = m_heap[parent];
+        i = parent;
+    }
+    m_heap[i] = e;
+}
+
+void
+FastSimulatorImpl::HeapDown(std::size_t i)
+{
+    NodeEvent e = m_heap[i];
+    const std::size_t n = m_heap.size();
+    while (true)
+    {
+        const std::size_t first = 4 * i + 1;
+        if (first >= n)
+        {
+            break;
+        }
+        std::size_t best = first;
+        const std::size_t last = first + 4 < n ? first + 4 : n;
+        for (std::size_t c = first + 1; c < last; ++c)
+        {
+            if (Before(m_heap[c], m_heap[best]))
+            {
+                best = c;
+            }
+        }
+        if (!Before(m_heap[best], e))
+        {
+            break;
+        }
+        m_heap[i] = m_heap[best];
+        i = best;
+    }
+    m_heap[i] = e;
+}
+
+FastSimulatorImpl::NodeEvent
+FastSimulatorImpl::PopNode()
+{
+    NodeEvent top = m_heap.front();
+    m_heap.front() = m_heap.back();
+    m_heap.pop_back();
+    if (!m_heap.empty())
+    {
+        HeapDown(0);
+        __builtin_prefetch(m_heap.front().impl);
+    }
+    return top;
+}
+
+void
+FastSimulatorImpl::RunNodeOrder()
+{
+    while (true)
+    {
+        uint64_t limit = UINT64_MAX;
+        if (m_sync)
+        {
+            m_sync->Exchange();
+            limit = m_sync->Grant(m_heap.empty() ? UINT64_MAX : m_heap.front().ts, m_stop);
+            if (limit == 0)
+            {
+                break;
+            }
+        }
+        while (!m_stop && !m_heap.empty() && m_heap.front().ts < limit)
+        {
+            NodeEvent next = PopNode();
+            NS_ASSERT(next.ts >= m_currentTs);
+            --m_unscheduledEvents;
+            ++m_eventCount;
+            if (next.ts != m_currentTs)
+            {
+                m_ranNow.clear();
+                m_currentTs = next.ts;
+            }
+            m_currentContext = next.context;
+            m_currentUid = next.uid;
+            m_ranNow.push_back(next.uid);
+            if (PreparedEvent::Is(next.impl))
+            {
+                static_cast<PreparedEvent*>(next.impl)->Fire();
+            }
+            else
+            {
+                next.impl->Invoke();
+            }
+            next.impl->Unref();
+        }
+        if (!m_sync)
+        {
+            break;
+        }
+    }
 }
 
 void
@@ -112,6 +287,12 @@ FastSimulatorImpl::Run()
     // The fast helpers count picoseconds; at any other resolution they take ns-3's API.
     FastSimulatorImpl* previous = s_running;
     s_running = Time::GetResolution() == Time::PS ? this : nullptr;
+    if (m_nodeOrder)
+    {
+        RunNodeOrder();
+        s_running = previous;
+        return;
+    }
     Scheduler* events = PeekPointer(m_events);
     while (!m_stop && !events->IsEmpty())
     {
@@ -217,6 +398,28 @@ FastSimulatorImpl::Remove(const EventId& id)
     {
         return;
     }
+    if (m_nodeOrder)
+    {
+        for (std::size_t i = 0; i < m_heap.size(); ++i)
+        {
+            if (m_heap[i].uid == id.GetUid() && m_heap[i].impl == id.PeekEventImpl())
+            {
+                m_heap[i] = m_heap.back();
+                m_heap.pop_back();
+                if (i < m_heap.size())
+                {
+                    HeapUp(i);
+                    HeapDown(i);
+                }
+                id.PeekEventImpl()->Cancel();
+                id.PeekEventImpl()->Unref(); // the scheduler's reference
+                --m_unscheduledEvents;
+                return;
+            }
+        }
+        NS_ASSERT_MSG(false, "FastSimulatorImpl: removing an event that is not scheduled");
+        return;
+    }
     Scheduler::Event event;
     event.impl = id.PeekEventImpl();
     event.key.m_ts = id.GetTs();
@@ -262,6 +465,12 @@ FastSimulatorImpl::IsExpired(const EventId& id) const
         return true;
     }
     uint64_t ts = id.GetTs();
+    if (m_nodeOrder && ts == m_currentTs)
+    {
+        // Run already at this time? Uids do not give the order here: look it up.
+        return impl->IsCancelled() ||
+               std::find(m_ranNow.begin(), m_ranNow.end(), uid) != m_ranNow.end();
+    }
     return ts < m_currentTs || (ts == m_currentTs && uid <= m_currentUid) || impl->IsCancelled();
 }
 

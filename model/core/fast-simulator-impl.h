@@ -14,6 +14,20 @@
  *
  * Single-threaded: scheduling from another thread (which DefaultSimulatorImpl queues under a
  * lock) is a fatal error here.
+ *
+ * TieOrder "node" (an ordering of its own, for runs split over processes): events at the same
+ * time run in an order that each node's own history fixes, whichever process runs the node,
+ * so a run on several processes gives the same bytes as on one. ns-3's order (by scheduling
+ * count, one counter for the whole simulation) cannot survive a split: another process's
+ * frames are scheduled when they are received, not when they were sent. Here an event's tie
+ * is who scheduled it and that one's own count: (node, the node's count) for an event a
+ * node's code scheduled; (no context, a count) for events of no node's (the program's,
+ * faults), which every process schedules alike and which run after the nodes' events of the
+ * same time; and a frame's arrival is ordered by its link and direction (one frame per link
+ * direction per instant), before the nodes' own events, whether the frame came from this
+ * process or another. A Synchronizer (helper/mpi-fabric.h) runs it on several processes:
+ * before each window it exchanges what crossed and agrees on how far every process may run
+ * (granted time windows: the earliest pending event anywhere plus the lookahead).
  */
 #ifndef METAROCE_FAST_SIMULATOR_IMPL_H
 #define METAROCE_FAST_SIMULATOR_IMPL_H
@@ -27,6 +41,7 @@
 #include <cstdint>
 #include <list>
 #include <thread>
+#include <vector>
 
 namespace ns3
 {
@@ -36,6 +51,35 @@ namespace metaroce
 class FastSimulatorImpl final : public SimulatorImpl
 {
   public:
+    /// How events at the same time are ordered (see the file's comment).
+    enum class TieOrder
+    {
+        Scheduled, //!< ns-3's: by when they were scheduled
+        Node,      //!< by who scheduled them and that one's own count
+    };
+
+    /// What keeps a TieOrder::Node run in step with other processes' (an MPI run).
+    class Synchronizer
+    {
+      public:
+        virtual ~Synchronizer() = default;
+        /// Hands over what this process sent other processes in the window just run and
+        /// schedules what they sent it (InsertWithTie). Every process calls it alike.
+        virtual void Exchange() = 0;
+        /// Given this process's earliest pending event (UINT64_MAX: none) and whether it has
+        /// stopped: how far every process may run (events strictly before it), or 0 when
+        /// the simulation has ended everywhere (no event left, or a process stopped).
+        virtual uint64_t Grant(uint64_t nextTs, bool stopped) = 0;
+        /// This process's rank (Simulator::GetSystemId).
+        virtual uint32_t SystemId() const = 0;
+    };
+
+    /// A frame arrival's tie in TieOrder::Node: its link (a channel id) and direction.
+    static uint64_t FrameTie(uint32_t channelId, uint32_t dir)
+    {
+        return (static_cast<uint64_t>(channelId) << 1) | dir;
+    }
+
     static TypeId GetTypeId();
     FastSimulatorImpl();
     ~FastSimulatorImpl() override;
@@ -67,6 +111,11 @@ class FastSimulatorImpl final : public SimulatorImpl
     /// Inserts `event` (whose reference the scheduler now holds) `delay` steps from now.
     void Insert(EventImpl* event, uint64_t delay, uint32_t context)
     {
+        if (m_nodeOrder)
+        {
+            InsertWithTie(event, m_currentTs + delay, context, NextTie());
+            return;
+        }
         Scheduler::Event ev;
         ev.impl = event;
         ev.key.m_ts = m_currentTs + delay;
@@ -79,11 +128,50 @@ class FastSimulatorImpl final : public SimulatorImpl
     uint64_t CurrentTs() const { return m_currentTs; }
     uint32_t CurrentContext() const { return m_currentContext; }
 
+    bool NodeOrder() const { return m_nodeOrder; }
+    TieOrder GetTieOrder() const { return m_nodeOrder ? TieOrder::Node : TieOrder::Scheduled; }
+    void SetTieOrder(TieOrder order);
+    /// TieOrder::Node: the tie an event scheduled now would get (the current context's next
+    /// count, which this takes). For what another process will schedule on this one's behalf.
+    uint64_t NextTie();
+    /// TieOrder::Node: inserts `event` (the scheduler takes over a reference) at time `ts`
+    /// in `context` with tie `tie`.
+    void InsertWithTie(EventImpl* event, uint64_t ts, uint32_t context, uint64_t tie);
+    /// TieOrder::Node only; null: one process.
+    void SetSynchronizer(Synchronizer* sync) { m_sync = sync; }
+
   protected:
     void DoDispose() override;
 
   private:
     inline static FastSimulatorImpl* s_running{nullptr};
+
+    /// TieOrder::Node's pending event: a 4-ary heap entry.
+    struct NodeEvent
+    {
+        uint64_t ts;
+        uint64_t tie;
+        EventImpl* impl;
+        uint32_t context;
+        uint32_t uid; //!< for EventId only (this process's count)
+    };
+    static bool Before(const NodeEvent& a, const NodeEvent& b)
+    {
+        return a.ts < b.ts || (a.ts == b.ts && a.tie < b.tie);
+    }
+    void HeapUp(std::size_t i);
+    void HeapDown(std::size_t i);
+    NodeEvent PopNode();
+    void RunNodeOrder();
+    void SetTieOrderValue(int order) { SetTieOrder(static_cast<TieOrder>(order)); }
+    int GetTieOrderValue() const { return static_cast<int>(GetTieOrder()); }
+
+    bool m_nodeOrder{false};
+    std::vector<NodeEvent> m_heap;
+    std::vector<uint64_t> m_nodeCount; //!< per context: events it scheduled
+    uint64_t m_programCount{0};        //!< events scheduled with no context
+    std::vector<uint32_t> m_ranNow;    //!< uids run at m_currentTs (IsExpired)
+    Synchronizer* m_sync{nullptr};
 
     std::list<EventId> m_destroyEvents;
     bool m_stop{false};

@@ -143,6 +143,16 @@ FabricChannel::ScheduleDeliver(uint32_t d, int64_t delayPs, bool withContext)
     // The first frame (a 48-byte slot may straddle two lines: the hot address gets both),
     // the receiver's hot line, then what Deliver reads; PrepareEvent goes further.
     x.arrival->SetHints(&x.inFlight.Front(), x.toReceiver, &x, x.to->RxHotLine());
+    FastSimulatorImpl* s = FastSimulatorImpl::Running();
+    if (s != nullptr && s->NodeOrder())
+    {
+        // Ordered by link and direction, not by who scheduled it: the same whether the frame
+        // was sent here or received from another process (see FastSimulatorImpl).
+        x.arrival->Ref();
+        s->InsertWithTie(PeekPointer(x.arrival), s->CurrentTs() + static_cast<uint64_t>(delayPs),
+                         x.toNode, FastSimulatorImpl::FrameTie(GetId(), d));
+        return;
+    }
     if (withContext)
     {
         ArrivalEvent::ScheduleInWithContext(x.arrival, x.toNode, delayPs);
@@ -187,6 +197,24 @@ FabricChannel::ReceiveRemote(uint32_t d, FabricFrame&& frame, uint8_t downs)
         return;
     }
     m_dir[d].to->Receive(std::move(frame));
+}
+
+void
+FabricChannel::EnqueueRemote(uint32_t d, FabricFrame&& frame, uint8_t downs)
+{
+    Direction& x = m_dir[d];
+    if (!x.up || x.downs != downs)
+    {
+        ++m_lostInFlight;
+        return;
+    }
+    const bool wasEmpty = x.inFlight.Empty();
+    const int64_t arrive = frame.readyPs;
+    x.inFlight.PushBack(std::move(frame));
+    if (wasEmpty)
+    {
+        ScheduleDeliver(d, arrive - NowPs(), true);
+    }
 }
 
 void

@@ -35,6 +35,10 @@ class FabricRemoteSink
     /// times the link had gone down when it was sent (see FabricChannel::ReceiveRemote).
     virtual void SendRemote(FabricChannel* link, uint32_t dir, FabricFrame&& frame,
                             uint8_t downs) = 0;
+    /// A PFC PAUSE (pause) or RESUME of class `cls` sent over direction dir, taking effect at
+    /// the far end at atPs.
+    virtual void SendPause(FabricChannel* link, uint32_t dir, int64_t atPs, uint8_t cls,
+                           bool pause) = 0;
 };
 
 class alignas(64) FabricChannel final : public Channel
@@ -91,6 +95,11 @@ class alignas(64) FabricChannel final : public Channel
     /// SendRemote. It is lost if the link has gone down since it was sent, as a frame in
     /// flight here would be (every process's copy of a link goes down and up alike).
     void ReceiveRemote(uint32_t dir, FabricFrame&& frame, uint8_t downs);
+    /// The same for an engine that takes frames from other processes ahead of their arrival
+    /// (FastSimulatorImpl in TieOrder::Node, frame.readyPs not before now): the frame joins
+    /// this direction's frames in flight as if sent here, and is lost as they are if the link
+    /// goes down before it arrives.
+    void EnqueueRemote(uint32_t dir, FabricFrame&& frame, uint8_t downs);
     /// How many times the link has gone down (modulo 256: never that many during one traversal).
     uint8_t GetDowns() const { return m_dir[0].downs; }
 

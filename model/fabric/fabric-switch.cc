@@ -440,7 +440,15 @@ FabricSwitch::SendPause(uint32_t i, bool pause)
         return;
     }
     // The PAUSE frame (64 B + preamble and gap) crosses the link ahead of any data.
-    int64_t delay = m_ports[i]->TxTimePs(84) + m_ports[i]->GetFabricChannel()->GetDelayPs();
+    FabricChannel* link = PeekPointer(m_ports[i]->GetFabricChannel());
+    int64_t delay = m_ports[i]->TxTimePs(84) + link->GetDelayPs();
+    const uint32_t dir = link->DirectionFrom(m_ports[i]);
+    if (link->IsRemote(dir))
+    {
+        // The upstream device is another process's (a distributed run).
+        FabricChannel::GetRemoteSink()->SendPause(link, dir, NowPs() + delay, m_pfcClass, pause);
+        return;
+    }
     Simulator::ScheduleWithContext(up->GetNode()->GetId(), PicoSeconds(delay),
                                    &FabricNetDevice::SetPaused, up, m_pfcClass, pause);
 }

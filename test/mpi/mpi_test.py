@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Distributed runs end to end: metaroce-sim-mpi under mpirun on 1, 2 and 4 processes against
-the one-process metaroce-sim, on raw traffic over the 64-NIC fabric with loss and a plane
-failure (links that cross processes go down with frames in flight).
+the one-process metaroce-sim, on raw traffic over the 64-NIC and 1,024-NIC fabrics with loss,
+a plane failure (links that cross processes go down with frames in flight) and, in a second
+variant, PFC (PAUSE frames cross processes).
 
-- 1 process (DistributedSimulatorImpl, no partition): the CSV is byte-identical to metaroce-sim's.
-- 2 and 4 processes: every frame is accounted for as in one process (flows, frames sent,
-  buffer and no-route drops, frames lost in flight and on the downed links); delivered
-  goodput, corrupted frames, ECN marks and mean latency within 1% (frames that reach a switch
-  at the same picosecond from different processes are taken in the order ns-3's engine
-  receives them, which is not the one-process order: see results/distributed.md).
+- The module's own engine (metaroce-sim-mpi's default: FastSimulatorImpl with ties ordered by
+  node): the CSV is byte-identical on 1, 2 and 4 processes, and to metaroce-sim's with
+  TieOrder=node, on both fabrics; frames are lost in flight, corrupted and paused.
+- ns-3's DistributedSimulatorImpl: 1 process byte-identical to metaroce-sim (ns-3's tie
+  order); 2 processes account for every frame alike (flows, frames sent, buffer and no-route
+  drops, frames lost in flight and on the downed links); goodput, corrupted frames, ECN marks
+  and mean latency within 1% (ns-3 takes a frame from another process after the receiver's
+  own events of the same picosecond: see results/distributed.md).
 - The same under NullMessageSimulatorImpl on 1 (byte-identical) and 2 processes.
-- A partition given in METAROCE_HOST_RANKS is used (the same frames accounted); one that
+- A partition given in METAROCE_HOST_RANKS is used (byte-identical results); one that
   splits a leaf, or is not an array, is bad input (exit 2).
 - A workload kind that does not run distributed yet is refused (exit 2), naming the key.
 - A sweep whose points run on 2 processes each (--sim metaroce-sim-mpirun): dry runs print
@@ -27,6 +30,7 @@ import tempfile
 
 SIM, SIM_MPI, ROOT, LAUNCHER = sys.argv[1:5]
 SCENARIO = os.path.join(ROOT, "test", "mpi", "raw-faults.json")
+SCENARIO_1K = os.path.join(ROOT, "test", "mpi", "raw-faults-1k.json")
 MPIRUN = ["mpirun", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
 EXACT = ["flows", "packets_sent", "offered_goodput_gbps", "drops_buffer", "drops_no_route",
          "drops_link_down", "lost_in_flight", "switch_forwards", "duration_us", "ended_by"]
@@ -42,8 +46,8 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def run(cmd, out, env=None):
-    r = subprocess.run(cmd + [SCENARIO, "--quiet", "--out", out], cwd=ROOT,
+def run(cmd, out, env=None, scenario=SCENARIO):
+    r = subprocess.run(cmd + [scenario, "--quiet", "--out", out], cwd=ROOT,
                        capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, **(env or {})))
     check(r.returncode == 0, f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()}")
@@ -53,14 +57,42 @@ def run(cmd, out, env=None):
     return text, list(csv.DictReader(text.splitlines()))[0]
 
 
+NODE = {"NS_ATTRIBUTE_DEFAULT": "ns3::metaroce::FastSimulatorImpl::TieOrder=node"}
+NS3 = {"NS_GLOBAL_VALUE": "SimulatorImplementationType=ns3::DistributedSimulatorImpl"}
+
+
+def rows_of(text):
+    return {r["variant"]: r for r in csv.DictReader(text.splitlines())}
+
+
 with tempfile.TemporaryDirectory() as tmp:
+    # The own engine: the same bytes on any number of processes.
+    for name, scenario in (("64", SCENARIO), ("1k", SCENARIO_1K)):
+        ref_text, _ = run([SIM], os.path.join(tmp, f"node-{name}.json"), NODE, scenario)
+        ref = rows_of(ref_text)
+        check(int(ref["loss and a plane down"]["lost_in_flight"]) > 0 and
+              int(ref["loss and a plane down"]["drops_corrupt"]) > 0,
+              f"{name}: the scenario loses frames in flight and to corruption")
+        check(int(ref["PFC, one entropy"]["pfc_pauses"]) > 0, f"{name}: PFC pauses")
+        for np in (1, 2, 4):
+            text, _ = run(MPIRUN + ["-np", str(np), SIM_MPI],
+                          os.path.join(tmp, f"own-{name}-{np}.json"), None, scenario)
+            check(text == ref_text, f"{name} fabric, {np} processes: CSV differs from one "
+                                    f"process's (TieOrder node):\n{text}\n{ref_text}")
+    node_text, _ = run([SIM], os.path.join(tmp, "node.json"), NODE)
+    with open(os.path.join(tmp, "own-64-2.json")) as f:
+        dist = json.load(f)["runs"][0]["cost"]["distributed"]
+    check(dist["nics"] == [32, 32] and min(dist["frames_sent_to_other_ranks"]) > 0 and
+          min(dist["sync_rounds"]) > 0, f"automatic partition, 2 processes: {dist}")
+
+    # ns-3's engines.
     seq_text, seq = run([SIM], os.path.join(tmp, "seq.json"))
-    one_text, _ = run(MPIRUN + ["-np", "1", SIM_MPI], os.path.join(tmp, "np1.json"))
-    check(one_text == seq_text, "1 process: CSV differs from metaroce-sim's")
-    check(int(seq["lost_in_flight"]) > 0 and int(seq["drops_corrupt"]) > 0,
-          "the scenario loses frames in flight and to corruption")
-    for np in (2, 4):
-        _, row = run(MPIRUN + ["-np", str(np), SIM_MPI], os.path.join(tmp, f"np{np}.json"))
+    one_text, _ = run(MPIRUN + ["-x", "NS_GLOBAL_VALUE", "-np", "1", SIM_MPI],
+                      os.path.join(tmp, "np1.json"), NS3)
+    check(one_text == seq_text, "ns-3's engine, 1 process: CSV differs from metaroce-sim's")
+    for np in (2,):
+        _, row = run(MPIRUN + ["-x", "NS_GLOBAL_VALUE", "-np", str(np), SIM_MPI],
+                     os.path.join(tmp, f"np{np}.json"), NS3)
         for k in EXACT:
             check(row[k] == seq[k], f"{np} processes: {k} {row[k]} != {seq[k]}")
         for k in CLOSE:
@@ -84,16 +116,12 @@ with tempfile.TemporaryDirectory() as tmp:
     given = os.path.join(tmp, "ranks.json")
     with open(given, "w") as f:
         json.dump([0] * 64, f)
-    _, row = run(MPIRUN + ["-x", f"METAROCE_HOST_RANKS={given}", "-np", "2", SIM_MPI],
-                 os.path.join(tmp, "given.json"))
-    for k in EXACT:
-        check(row[k] == seq[k], f"given partition: {k} {row[k]} != {seq[k]}")
+    text, _ = run(MPIRUN + ["-x", f"METAROCE_HOST_RANKS={given}", "-np", "2", SIM_MPI],
+                  os.path.join(tmp, "given.json"))
+    check(text == node_text, "given partition: CSV differs from one process's")
     with open(os.path.join(tmp, "given.json")) as f:
         dist = json.load(f)["runs"][0]["cost"]["distributed"]
     check(dist["nics"] == [64, 0] and dist["crossing_links"] > 0, f"given partition: {dist}")
-    with open(os.path.join(tmp, "np2.json")) as f:
-        dist = json.load(f)["runs"][0]["cost"]["distributed"]
-    check(dist["nics"] == [32, 32], f"automatic partition: {dist}")
     # One that splits a leaf, or is not an array: bad input, exit 2, naming the variable.
     for content, why in (([0, 1] * 32, "share a leaf but not a rank"), ({"a": 1}, "an array")):
         with open(given, "w") as f:
@@ -121,12 +149,13 @@ with tempfile.TemporaryDirectory() as tmp:
     rows = []
     if os.path.exists(os.path.join(out, "sweep.csv")):
         with open(os.path.join(out, "sweep.csv")) as f:
-            rows = list(csv.DictReader(f))
+            rows = [x for x in csv.DictReader(f) if x.get("variant") == "loss and a plane down"]
     check([x.get("duration_us") for x in rows] == ["10", "20"], f"sweep rows: {rows}")
+    node = rows_of(node_text)["loss and a plane down"]
     if len(rows) == 2:
-        for k in EXACT:
-            if k != "duration_us":
-                check(rows[1][k] == seq[k], f"sweep point 20 us: {k} {rows[1][k]} != {seq[k]}")
+        for k in node:
+            if k in rows[1] and k not in ("scenario", "variant"):
+                check(rows[1][k] == node[k], f"sweep point 20 us: {k} {rows[1][k]} != {node[k]}")
 
 if failures:
     print(f"{len(failures)} failed")
