@@ -19,9 +19,6 @@
 
 #include "ns3/scheduler.h"
 
-#include <memory>
-#include <vector>
-
 namespace ns3
 {
 namespace metaroce
@@ -40,55 +37,18 @@ class BucketScheduler : public Scheduler
     Event RemoveNext() override;
     void Remove(const Event& ev) override;
 
+    uint32_t GetWidthShift() const { return m_shift; }
+    uint32_t GetBuckets() const { return m_buckets; }
+    uint64_t GetPrepareAbove() const { return m_prepareAbove; }
+
   protected:
     void NotifyConstructionCompleted() override;
 
   private:
-    static bool Before(const Event& a, const Event& b) { return QuadHeapScheduler::Before(a, b); }
-
-    static constexpr uint32_t kChunk = 42; //!< events per chunk (a chunk is 1 KiB)
-
-    struct Chunk
-    {
-        Chunk* next{nullptr};
-        Event ev[kChunk];
-    };
-
-    /// All chunks but the tail are full; the tail's count lives here, so appending touches
-    /// this (cache-resident) table and the event's own slot only.
-    struct Bucket
-    {
-        Chunk* head{nullptr};
-        Chunk* tail{nullptr};
-        uint32_t tailN{0};
-    };
-
-    uint64_t BucketOf(uint64_t ts) const { return ts >> m_shift; }
-    /// Appends to a ring bucket (unsorted).
-    void Append(uint64_t bucket, const Event& ev) const;
-    /// Moves the earliest ring bucket into m_near, sorted latest-first. False if none.
-    bool Settle() const;
-    /// Puts m_near back into its ring bucket (an earlier bucket got an event).
-    void Unsettle() const;
-    Chunk* NewChunk() const;
-    /// Sorts m_near latest first, by (time, uid).
-    void SortNear() const;
-
-    uint32_t m_shift{10};     //!< bucket width = 2^m_shift time steps (1.024 ns at ps)
-    uint32_t m_buckets{4096}; //!< ring size (power of two): the near-future horizon
-    uint64_t m_mask{0};
-    uint64_t m_base{0}; //!< bucket of the last event removed: nothing is earlier
-    mutable std::vector<Bucket> m_ring;
-    mutable std::vector<uint64_t> m_used;  //!< bit per ring slot: has chunks
-    mutable std::vector<Event> m_near;     //!< the earliest bucket's events, latest first
-    mutable std::vector<Event> m_sorted;   //!< SortNear's output, swapped with m_near
-    mutable std::vector<uint32_t> m_count; //!< SortNear's counters, one per time step
-    mutable uint64_t m_nearBucket{0};      //!< which bucket m_near holds, if not empty
-    mutable Chunk* m_free{nullptr};
-    mutable std::vector<std::unique_ptr<Chunk[]>> m_slabs;
-    std::size_t m_inRing{0}; //!< events in the ring and m_near
+    uint32_t m_shift{10};
+    uint32_t m_buckets{4096};
     uint64_t m_prepareAbove{16384};
-    Ptr<QuadHeapScheduler> m_far; //!< events beyond the ring's horizon
+    BucketQueue<Event, ScheduledOrder> m_queue;
 };
 
 } // namespace metaroce

@@ -1,5 +1,6 @@
 #include "fast-simulator-impl.h"
 
+#include "bucket-scheduler.h"
 #include "prepared-event.h"
 
 #include "ns3/abort.h"
@@ -59,6 +60,7 @@ FastSimulatorImpl::FastSimulatorImpl()
     , m_currentContext(Simulator::NO_CONTEXT)
     , m_mainThreadId(std::this_thread::get_id())
 {
+    m_nodeQueue.Configure(10, 4096, 16384); // BucketScheduler's defaults
 }
 
 FastSimulatorImpl::~FastSimulatorImpl()
@@ -82,11 +84,10 @@ FastSimulatorImpl::DoDispose()
         next.impl->Unref();
     }
     m_events = nullptr;
-    for (NodeEvent& e : m_heap)
+    while (!m_nodeQueue.IsEmpty())
     {
-        e.impl->Unref();
+        m_nodeQueue.RemoveNext().impl->Unref();
     }
-    m_heap.clear();
     SimulatorImpl::DoDispose();
 }
 
@@ -108,6 +109,11 @@ void
 FastSimulatorImpl::SetScheduler(ObjectFactory schedulerFactory)
 {
     Ptr<Scheduler> scheduler = schedulerFactory.Create<Scheduler>();
+    // TieOrder node's queue takes the bucket scheduler's settings when that is the one chosen.
+    if (auto b = DynamicCast<BucketScheduler>(scheduler))
+    {
+        m_nodeQueue.Configure(b->GetWidthShift(), b->GetBuckets(), b->GetPrepareAbove());
+    }
     if (m_events)
     {
         while (!m_events->IsEmpty())
@@ -127,7 +133,7 @@ FastSimulatorImpl::GetSystemId() const
 bool
 FastSimulatorImpl::IsFinished() const
 {
-    return (m_nodeOrder ? m_heap.empty() : m_events->IsEmpty()) || m_stop;
+    return (m_nodeOrder ? m_nodeQueue.IsEmpty() : m_events->IsEmpty()) || m_stop;
 }
 
 void
@@ -138,7 +144,7 @@ FastSimulatorImpl::SetTieOrder(TieOrder order)
     {
         return;
     }
-    NS_ABORT_MSG_UNLESS(m_heap.empty() && (!m_events || m_events->IsEmpty()),
+    NS_ABORT_MSG_UNLESS(m_nodeQueue.IsEmpty() && (!m_events || m_events->IsEmpty()),
                         "FastSimulatorImpl: TieOrder changes only while no event is pending");
     m_nodeOrder = node;
 }
@@ -166,71 +172,8 @@ void
 FastSimulatorImpl::InsertWithTie(EventImpl* event, uint64_t ts, uint32_t context, uint64_t tie)
 {
     NS_ASSERT(m_nodeOrder && ts >= m_currentTs);
-    m_heap.push_back(NodeEvent{ts, tie, event, context, m_uid++});
+    m_nodeQueue.Insert(NodeEvent{event, NodeKey{ts, tie, context, m_uid++}});
     ++m_unscheduledEvents;
-    HeapUp(m_heap.size() - 1);
-}
-
-void
-FastSimulatorImpl::HeapUp(std::size_t i)
-{
-    NodeEvent e = m_heap[i];
-    while (i > 0)
-    {
-        std::size_t parent = (i - 1) / 4;
-        if (!Before(e, m_heap[parent]))
-        {
-            break;
-        }
-        m_heap[i] = m_heap[parent];
-        i = parent;
-    }
-    m_heap[i] = e;
-}
-
-void
-FastSimulatorImpl::HeapDown(std::size_t i)
-{
-    NodeEvent e = m_heap[i];
-    const std::size_t n = m_heap.size();
-    while (true)
-    {
-        const std::size_t first = 4 * i + 1;
-        if (first >= n)
-        {
-            break;
-        }
-        std::size_t best = first;
-        const std::size_t last = first + 4 < n ? first + 4 : n;
-        for (std::size_t c = first + 1; c < last; ++c)
-        {
-            if (Before(m_heap[c], m_heap[best]))
-            {
-                best = c;
-            }
-        }
-        if (!Before(m_heap[best], e))
-        {
-            break;
-        }
-        m_heap[i] = m_heap[best];
-        i = best;
-    }
-    m_heap[i] = e;
-}
-
-FastSimulatorImpl::NodeEvent
-FastSimulatorImpl::PopNode()
-{
-    NodeEvent top = m_heap.front();
-    m_heap.front() = m_heap.back();
-    m_heap.pop_back();
-    if (!m_heap.empty())
-    {
-        HeapDown(0);
-        __builtin_prefetch(m_heap.front().impl);
-    }
-    return top;
 }
 
 void
@@ -242,26 +185,28 @@ FastSimulatorImpl::RunNodeOrder()
         if (m_sync)
         {
             m_sync->Exchange();
-            limit = m_sync->Grant(m_heap.empty() ? UINT64_MAX : m_heap.front().ts, m_stop);
+            limit = m_sync->Grant(
+                m_nodeQueue.IsEmpty() ? UINT64_MAX : m_nodeQueue.PeekNext().key.m_ts, m_stop);
             if (limit == 0)
             {
                 break;
             }
         }
-        while (!m_stop && !m_heap.empty() && m_heap.front().ts < limit)
+        while (!m_stop && !m_nodeQueue.IsEmpty() &&
+               (limit == UINT64_MAX || m_nodeQueue.PeekNext().key.m_ts < limit))
         {
-            NodeEvent next = PopNode();
-            NS_ASSERT(next.ts >= m_currentTs);
+            NodeEvent next = m_nodeQueue.RemoveNext();
+            NS_ASSERT(next.key.m_ts >= m_currentTs);
             --m_unscheduledEvents;
             ++m_eventCount;
-            if (next.ts != m_currentTs)
+            if (next.key.m_ts != m_currentTs)
             {
                 m_ranNow.clear();
-                m_currentTs = next.ts;
+                m_currentTs = next.key.m_ts;
             }
-            m_currentContext = next.context;
-            m_currentUid = next.uid;
-            m_ranNow.push_back(next.uid);
+            m_currentContext = next.key.m_context;
+            m_currentUid = next.key.m_uid;
+            m_ranNow.push_back(next.key.m_uid);
             if (PreparedEvent::Is(next.impl))
             {
                 static_cast<PreparedEvent*>(next.impl)->Fire();
@@ -400,22 +345,12 @@ FastSimulatorImpl::Remove(const EventId& id)
     }
     if (m_nodeOrder)
     {
-        for (std::size_t i = 0; i < m_heap.size(); ++i)
+        if (m_nodeQueue.Remove(id.GetTs(), id.GetUid()))
         {
-            if (m_heap[i].uid == id.GetUid() && m_heap[i].impl == id.PeekEventImpl())
-            {
-                m_heap[i] = m_heap.back();
-                m_heap.pop_back();
-                if (i < m_heap.size())
-                {
-                    HeapUp(i);
-                    HeapDown(i);
-                }
-                id.PeekEventImpl()->Cancel();
-                id.PeekEventImpl()->Unref(); // the scheduler's reference
-                --m_unscheduledEvents;
-                return;
-            }
+            id.PeekEventImpl()->Cancel();
+            id.PeekEventImpl()->Unref(); // the scheduler's reference
+            --m_unscheduledEvents;
+            return;
         }
         NS_ASSERT_MSG(false, "FastSimulatorImpl: removing an event that is not scheduled");
         return;

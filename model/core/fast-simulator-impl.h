@@ -32,6 +32,8 @@
 #ifndef METAROCE_FAST_SIMULATOR_IMPL_H
 #define METAROCE_FAST_SIMULATOR_IMPL_H
 
+#include "bucket-queue.h"
+
 #include "ns3/event-impl.h"
 #include "ns3/nstime.h"
 #include "ns3/scheduler.h"
@@ -146,28 +148,38 @@ class FastSimulatorImpl final : public SimulatorImpl
   private:
     inline static FastSimulatorImpl* s_running{nullptr};
 
-    /// TieOrder::Node's pending event: a 4-ary heap entry.
+    /// TieOrder::Node's pending event (as bucket-queue.h wants it: impl and key).
+    struct NodeKey
+    {
+        uint64_t m_ts;
+        uint64_t m_tie;
+        uint32_t m_context;
+        uint32_t m_uid; //!< for EventId only (this process's count)
+    };
     struct NodeEvent
     {
-        uint64_t ts;
-        uint64_t tie;
         EventImpl* impl;
-        uint32_t context;
-        uint32_t uid; //!< for EventId only (this process's count)
+        NodeKey key;
     };
-    static bool Before(const NodeEvent& a, const NodeEvent& b)
+    struct NodeTieOrder
     {
-        return a.ts < b.ts || (a.ts == b.ts && a.tie < b.tie);
-    }
-    void HeapUp(std::size_t i);
-    void HeapDown(std::size_t i);
-    NodeEvent PopNode();
+        static bool Before(const NodeEvent& a, const NodeEvent& b)
+        {
+            return a.key.m_ts < b.key.m_ts ||
+                   (a.key.m_ts == b.key.m_ts && a.key.m_tie < b.key.m_tie);
+        }
+        static bool SecondBefore(const NodeEvent& a, const NodeEvent& b)
+        {
+            return a.key.m_tie < b.key.m_tie;
+        }
+        static void Copy(NodeEvent& dst, const NodeEvent& src) { dst = src; }
+    };
     void RunNodeOrder();
     void SetTieOrderValue(int order) { SetTieOrder(static_cast<TieOrder>(order)); }
     int GetTieOrderValue() const { return static_cast<int>(GetTieOrder()); }
 
     bool m_nodeOrder{false};
-    std::vector<NodeEvent> m_heap;
+    BucketQueue<NodeEvent, NodeTieOrder> m_nodeQueue;
     std::vector<uint64_t> m_nodeCount; //!< per context: events it scheduled
     uint64_t m_programCount{0};        //!< events scheduled with no context
     std::vector<uint32_t> m_ranNow;    //!< uids run at m_currentTs (IsExpired)

@@ -30,49 +30,30 @@ QuadHeapScheduler::~QuadHeapScheduler() = default;
 void
 QuadHeapScheduler::Insert(const Event& ev)
 {
-    m_heap.emplace_back();
-    CopyFields(m_heap.back(), ev);
-    SiftUp(m_heap.size() - 1);
+    m_heap.Insert(ev);
 }
 
 bool
 QuadHeapScheduler::IsEmpty() const
 {
-    return m_heap.empty();
+    return m_heap.IsEmpty();
 }
 
 Scheduler::Event
 QuadHeapScheduler::PeekNext() const
 {
-    NS_ASSERT(!m_heap.empty());
-    return m_heap.front();
+    NS_ASSERT(!m_heap.IsEmpty());
+    return *m_heap.Front();
 }
 
 Scheduler::Event
 QuadHeapScheduler::RemoveNext()
 {
-    NS_ASSERT(!m_heap.empty());
-    Event top = m_heap.front();
-    m_heap.front() = m_heap.back();
-    m_heap.pop_back();
-    if (!m_heap.empty())
-    {
-        SiftDown(0);
-        // The next event object is usually cold (a port or link touched long ago): start
-        // fetching it while this event runs.
-        __builtin_prefetch(m_heap.front().impl);
-        PrefetchOwner(m_heap.front().impl);
-        std::size_t n = m_heap.size() < 5 ? m_heap.size() : 5;
-        for (std::size_t c = 1; c < n; ++c)
-        {
-            __builtin_prefetch(m_heap[c].impl); // one of these runs after the next
-        }
-    }
-    return top;
+    return m_heap.RemoveNext();
 }
 
 void
-QuadHeapScheduler::PrefetchOwner(const EventImpl* impl)
+PrefetchEventOwner(const EventImpl* impl)
 {
     // Every event object of this module's hot path (ReusableEvent) keeps the address of a
     // hot cache line right after EventImpl's own fields, then three hints; ns-3's
@@ -103,70 +84,9 @@ QuadHeapScheduler::PrefetchOwner(const EventImpl* impl)
 void
 QuadHeapScheduler::Remove(const Event& ev)
 {
-    // Rare (Simulator::Remove): find the entry by its unique id, then restore the heap.
-    for (std::size_t i = 0; i < m_heap.size(); ++i)
-    {
-        if (m_heap[i].key.m_uid == ev.key.m_uid)
-        {
-            m_heap[i] = m_heap.back();
-            m_heap.pop_back();
-            if (i < m_heap.size())
-            {
-                SiftUp(i);
-                SiftDown(i);
-            }
-            return;
-        }
-    }
-    NS_ASSERT_MSG(false, "QuadHeapScheduler: removing an event that is not scheduled");
-}
-
-void
-QuadHeapScheduler::SiftUp(std::size_t i)
-{
-    Event e = m_heap[i];
-    while (i > 0)
-    {
-        std::size_t parent = (i - 1) / 4;
-        if (!Before(e, m_heap[parent]))
-        {
-            break;
-        }
-        m_heap[i] = m_heap[parent];
-        i = parent;
-    }
-    m_heap[i] = e;
-}
-
-void
-QuadHeapScheduler::SiftDown(std::size_t i)
-{
-    Event e = m_heap[i];
-    std::size_t n = m_heap.size();
-    while (true)
-    {
-        std::size_t first = 4 * i + 1;
-        if (first >= n)
-        {
-            break;
-        }
-        std::size_t best = first;
-        std::size_t last = first + 4 < n ? first + 4 : n;
-        for (std::size_t c = first + 1; c < last; ++c)
-        {
-            if (Before(m_heap[c], m_heap[best]))
-            {
-                best = c;
-            }
-        }
-        if (!Before(m_heap[best], e))
-        {
-            break;
-        }
-        m_heap[i] = m_heap[best];
-        i = best;
-    }
-    m_heap[i] = e;
+    const bool found = m_heap.Remove(ev.key.m_uid);
+    NS_ASSERT_MSG(found, "QuadHeapScheduler: removing an event that is not scheduled");
+    (void) found;
 }
 
 } // namespace metaroce
