@@ -334,6 +334,24 @@ def emit_jobs():
     r = fake_sweep(eo, *grid)
     check(r.returncode == 0 and "2 already done, running 1" in r.stderr,
           f"after a job line and an array task: {r.stderr}")
+    # The README's GNU parallel recipe: a dry run prints the lines as they are; a real one runs
+    # every point, which the sweep then combines without running anything.
+    po = os.path.join(tmp, "p")
+    pjobs = os.path.join(tmp, "pjobs.txt")
+    r = fake_sweep(po, *grid, "--emit-jobs", pjobs)
+    plines = open(pjobs).read().splitlines() if os.path.exists(pjobs) else []
+    with open(pjobs) as f:
+        r = subprocess.run(["parallel", "--will-cite", "--dry-run", "-k", "-j", "2"], stdin=f,
+                           capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and r.stdout.splitlines() == plines,
+          f"parallel --dry-run: {r.returncode} {r.stdout!r} {r.stderr}")
+    with open(pjobs) as f:
+        r = subprocess.run(["parallel", "--will-cite", "-j", "2"], stdin=f, capture_output=True,
+                           text=True, timeout=120)
+    check(r.returncode == 0, f"parallel: exit {r.returncode} {r.stderr}")
+    r = fake_sweep(po, *grid)
+    check(r.returncode == 0 and "3 already done, running 0" in r.stderr,
+          f"after parallel ran the lines: {r.stderr}")
     r = fake_sweep(eo, *grid, "--emit-jobs", jobs)
     with open(fake_sim, "a") as f:
         f.write("# rebuilt again\n")
