@@ -64,6 +64,8 @@ class MpiFabric final : public FabricRemoteSink, public FastSimulatorImpl::Synch
 
     uint64_t GetFramesSent() const { return m_sent; }
     uint64_t GetFramesReceived() const { return m_received; }
+    /// Wall time this process spent synchronizing (own engine), in nanoseconds.
+    uint64_t GetSyncNs() const { return m_syncNs; }
     /// Synchronization rounds so far in this process: the own engine's windows, or ns-3's
     /// granted-time-window engine's MPI_Allgather calls (counted through MPI's profiling
     /// interface).
@@ -102,6 +104,7 @@ class MpiFabric final : public FabricRemoteSink, public FastSimulatorImpl::Synch
     std::vector<uint8_t> m_recvBuf;
     uint64_t m_sent{0};
     uint64_t m_received{0};
+    uint64_t m_syncNs{0};
 };
 
 class MpiRun final : public DistributedRun
