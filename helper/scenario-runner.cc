@@ -5,6 +5,7 @@
 #include "json-reader.h"
 #include "memory-estimate.h"
 #include "model/collective/communicator.h"
+#include "model/core/fast-simulator-impl.h"
 #include "model/fabric/raw-traffic.h"
 #include "model/metaroce/metaroce-queue-pair.h"
 #include "model/transport/scale-up.h"
@@ -197,6 +198,16 @@ RunWorld(const RunSpec& spec, ProgressReporter& progress)
         {"queue_pairs", fabric->GetQueuePairs()},
         {"simulated_us", Simulator::Now().GetMicroSeconds()},
     };
+    // Which simulator ran it, and how it ordered events at the same time: results depend on
+    // that order as on a seed (TieOrder node: the same on any number of processes).
+    {
+        Ptr<SimulatorImpl> impl = Simulator::GetImplementation();
+        head.cost["simulator"] = impl->GetInstanceTypeId().GetName();
+        if (auto fast = DynamicCast<FastSimulatorImpl>(impl))
+        {
+            head.cost["tie_order"] = fast->NodeOrder() ? "node" : "scheduled";
+        }
+    }
     if (DistributedRun* d = CurrentDistributedRun())
     {
         head.cost["distributed"] = d->RankCosts(events, PeakRssBytes());

@@ -21,6 +21,8 @@
 #include "helper/mpi-fabric.h"
 #endif
 
+#include "ns3/config.h"
+#include "ns3/enum.h"
 #include "ns3/global-value.h"
 #include "ns3/scheduler.h"
 #include "ns3/simulator-impl.h"
@@ -45,7 +47,7 @@ namespace
 const char* kUsage =
     "usage: metaroce-sim SCENARIO.json [--set key.path=value ...] [--variant NAME ...] "
     "[--out FILE.json] [--max-wall-s S] [--max-memory SIZE] [--quiet] [--dry-run]\n"
-    "       [--pcap NIC:PLANE ...]\n"
+    "       [--pcap NIC:PLANE ...] [--tie-order scheduled|node]\n"
     "  --set      override any scenario key (repeatable), e.g. --set workload.rate_gbps=50\n"
     "  --variant  run only this variant of the scenario (repeatable; default: all)\n"
     "  --out      write results as JSON to FILE.json and as CSV beside it (FILE.csv)\n"
@@ -58,7 +60,10 @@ const char* kUsage =
     "             with K, M, G, T: 512M, 20G); default: MemAvailable in /proc/meminfo\n"
     "  --pcap     write the link of NIC's port on PLANE (both directions) to a pcap file\n"
     "             (repeatable): OUT-VARIANT-NIC-PLANE.pcap, OUT being --out without .json\n"
-    "             (default: the scenario's name); Wireshark decodes it as RoCEv2\n";
+    "             (default: the scenario's name); Wireshark decodes it as RoCEv2\n"
+    "  --tie-order  how events at the same instant are ordered: scheduled (ns-3's order, the\n"
+    "             default) or node (metaroce-sim-mpi's: the same results on any number of\n"
+    "             processes; metaroce-sim-mpi accepts only node)\n";
 
 struct Options
 {
@@ -71,6 +76,7 @@ struct Options
     bool dryRun{false};
     MemoryLimit memory;                              //!< --max-memory, if given
     std::vector<std::pair<uint32_t, uint32_t>> pcap; //!< --pcap NIC:PLANE
+    std::string tieOrder;                            //!< --tie-order, if given
 };
 
 /// NIC:PLANE of --pcap.
@@ -171,6 +177,22 @@ ParseArgs(int argc, char* argv[])
         else if (a.rfind("--pcap=", 0) == 0)
         {
             o.pcap.push_back(ParsePort(a.substr(7)));
+        }
+        else if (a == "--tie-order" || a.rfind("--tie-order=", 0) == 0)
+        {
+            o.tieOrder = a == "--tie-order" ? value(a) : a.substr(12);
+            if (o.tieOrder != "scheduled" && o.tieOrder != "node")
+            {
+                throw InputError("--tie-order: expected scheduled or node, got '" + o.tieOrder +
+                                 "'");
+            }
+#ifdef METAROCE_MPI
+            if (o.tieOrder != "node")
+            {
+                throw InputError("--tie-order: metaroce-sim-mpi orders ties by node (the only "
+                                 "order that gives the same results on any number of processes)");
+            }
+#endif
         }
         else if (!a.empty() && a[0] == '-')
         {
@@ -293,6 +315,13 @@ main(int argc, char* argv[])
             return 2;
         }
         GlobalValue::Bind(c.key, StringValue(c.type)); // each checker takes the name
+    }
+    if (!opt.tieOrder.empty())
+    {
+        Config::SetDefault("ns3::metaroce::FastSimulatorImpl::TieOrder",
+                           EnumValue(static_cast<int>(
+                               opt.tieOrder == "node" ? FastSimulatorImpl::TieOrder::Node
+                                                      : FastSimulatorImpl::TieOrder::Scheduled)));
     }
 #ifdef METAROCE_MPI
     // One simulation over all processes; rank 0 alone prints and writes the results.

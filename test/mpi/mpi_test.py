@@ -65,10 +65,13 @@ def rows_of(text):
     return {r["variant"]: r for r in csv.DictReader(text.splitlines())}
 
 
+refs = {}
 with tempfile.TemporaryDirectory() as tmp:
     # The own engine: the same bytes on any number of processes.
     for name, scenario in (("64", SCENARIO), ("1k", SCENARIO_1K)):
-        ref_text, _ = run([SIM], os.path.join(tmp, f"node-{name}.json"), NODE, scenario)
+        ref_text, _ = run([SIM, "--tie-order", "node"], os.path.join(tmp, f"node-{name}.json"),
+                          None, scenario)
+        refs[name] = ref_text
         ref = rows_of(ref_text)
         check(int(ref["loss and a plane down"]["lost_in_flight"]) > 0 and
               int(ref["loss and a plane down"]["drops_corrupt"]) > 0,
@@ -79,7 +82,13 @@ with tempfile.TemporaryDirectory() as tmp:
                           os.path.join(tmp, f"own-{name}-{np}.json"), None, scenario)
             check(text == ref_text, f"{name} fabric, {np} processes: CSV differs from one "
                                     f"process's (TieOrder node):\n{text}\n{ref_text}")
+    # NS_ATTRIBUTE_DEFAULT reaches the attribute as --tie-order does.
     node_text, _ = run([SIM], os.path.join(tmp, "node.json"), NODE)
+    check(node_text == refs["64"], "NS_ATTRIBUTE_DEFAULT TieOrder=node differs from --tie-order")
+    r = subprocess.run(MPIRUN + ["-np", "1", SIM_MPI, SCENARIO, "--tie-order", "scheduled"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    check(r.returncode == 2 and "--tie-order" in r.stderr,
+          f"metaroce-sim-mpi --tie-order scheduled: exit {r.returncode}: {r.stderr.strip()}")
     with open(os.path.join(tmp, "own-64-2.json")) as f:
         dist = json.load(f)["runs"][0]["cost"]["distributed"]
     check(dist["nics"] == [32, 32] and min(dist["frames_sent_to_other_ranks"]) > 0 and
