@@ -164,6 +164,10 @@ Communicator::Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<Rd
         m_layout->host.push_back(su != nullptr ? su->HostOf(nic) : nic);
         m_layout->local.push_back(su != nullptr ? su->LocalOf(nic) : 0);
     }
+    for (uint32_t r = 0; r < Size(); ++r)
+    {
+        m_localRanks += IsLocal(r) ? 1 : 0;
+    }
     m_userChannels = m_cfg.maxChannels;
     if (m_cfg.scaleUp != nullptr)
     {
@@ -269,11 +273,16 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
     RdmaNic* a = NicOf(src);
     RdmaNic* b = NicOf(dst);
     uint32_t planes = a->GetNPorts();
+    // On several processes each end is made by the process that simulates its NIC.
+    const bool txHere = IsLocal(src);
+    const bool rxHere = IsLocal(dst);
     Ptr<QueuePair> qa;
     Ptr<QueuePair> qb;
     const ScaleUpFabric* su = m_cfg.scaleUp;
     if (su != nullptr && su->SameHost(m_ranks[src], m_ranks[dst]))
     {
+        NS_ABORT_MSG_IF(!txHere || !rxHere,
+                        "collective: a host's accelerators are simulated by different processes");
         // Same host: over the scale-up domain, never through the NICs' ports.
         auto [sa, sb] = su->hosts[su->HostOf(m_ranks[src])]->Connect(su->LocalOf(m_ranks[src]),
                                                                      su->LocalOf(m_ranks[dst]));
@@ -282,10 +291,12 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
     }
     else
     {
-        qa = m_qpFactory.Create();
-        qb = m_qpFactory.Create();
+        qa = txHere ? m_qpFactory.Create() : nullptr;
+        qb = rxHere ? m_qpFactory.Create() : nullptr;
     }
-    if (!m_multiplexed && DynamicCast<ScaleUpQueuePair>(qa) == nullptr)
+    const bool scaleUp = (qa && DynamicCast<ScaleUpQueuePair>(qa) != nullptr) ||
+                         (qb && DynamicCast<ScaleUpQueuePair>(qb) != nullptr);
+    if (!m_multiplexed && !scaleUp)
     {
         // A pinned QP per channel: channels spread over the planes, as NCCL spreads
         // channels over NICs.
@@ -296,12 +307,24 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
         uint32_t channel = i / m_cfg.qpsPerConnection;
         uint32_t perHost = m_cfg.scaleUp != nullptr ? m_cfg.scaleUp->acceleratorsPerHost : 1;
         uint32_t plane = (channel + (perHost > 1 ? channel / perHost : 0) + src) % planes;
-        qa->PinToPort(plane);
-        qb->PinToPort(plane);
-        qa->SetAttribute("Entropy",
-                         UintegerValue(49152 + (src * 7919 + dst * 104729 + i * 31) % 16384));
-        qb->SetAttribute("Entropy",
-                         UintegerValue(49152 + (dst * 7919 + src * 104729 + i * 31) % 16384));
+        if (qa)
+        {
+            qa->PinToPort(plane);
+        }
+        if (qb)
+        {
+            qb->PinToPort(plane);
+        }
+        if (qa)
+        {
+            qa->SetAttribute("Entropy",
+                             UintegerValue(49152 + (src * 7919 + dst * 104729 + i * 31) % 16384));
+        }
+        if (qb)
+        {
+            qb->SetAttribute("Entropy",
+                             UintegerValue(49152 + (dst * 7919 + src * 104729 + i * 31) % 16384));
+        }
     }
     QpPair& p = c.Slot(i);
     if (p.txQpn == 0)
@@ -311,13 +334,29 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
     }
     uint32_t qa_n = p.txQpn;
     uint32_t qb_n = p.rxQpn;
-    a->AttachQueuePair(qa_n, qa);
-    b->AttachQueuePair(qb_n, qb);
-    qa->Connect(b->GetNicId(), qb_n);
-    qb->Connect(a->GetNicId(), qa_n);
+    if (qa)
+    {
+        a->AttachQueuePair(qa_n, qa);
+    }
+    if (qb)
+    {
+        b->AttachQueuePair(qb_n, qb);
+    }
+    if (qa)
+    {
+        qa->Connect(b->GetNicId(), qb_n);
+    }
+    if (qb)
+    {
+        qb->Connect(a->GetNicId(), qa_n);
+    }
     p.tx = qa;
     p.rx = qb;
-    m_qps += 2;
+    m_qps += (qa ? 1 : 0) + (qb ? 1 : 0);
+    if (!qb)
+    {
+        return p; // the receiving end is another process's
+    }
     // The receive side of the connection reports (channel, message index) upwards.
     if (m_multiplexed)
     {
@@ -395,7 +434,7 @@ void
 Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
                     std::function<void(const CollectiveResult&)> done, bool lastUse)
 {
-    NS_ABORT_MSG_IF(m_run && m_run->ranksDone < Size(),
+    NS_ABORT_MSG_IF(m_run && m_run->ranksDone < m_localRanks,
                     "Communicator::Start: the previous collective has not finished");
     const CollectiveChoice choice = Choose(op, algo, bytes);
     algo = choice.algorithm;
@@ -410,6 +449,12 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
                     "all-to-all runs with the direct algorithm");
     NS_ABORT_MSG_IF(op == CollectiveOp::Broadcast && algo != CollectiveAlgorithm::Ring,
                     "broadcast runs on the ring");
+    if (m_cfg.isLocal)
+    {
+        // Closing a connection takes both ends' state at one instant, which two processes
+        // do not share: on several processes connections stay open (results are the same).
+        lastUse = false;
+    }
     m_run = std::make_unique<Run>();
     Run& run = *m_run;
     run.done = std::move(done);
@@ -479,13 +524,27 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
         }
         FinishPlan(rs);
     }
+    if (m_cfg.isLocal)
+    {
+        PrepareRemoteConnections(run);
+    }
     for (uint32_t r = 0; r < Size(); ++r)
     {
         RankState& rs = run.ranks[r];
+        if (!IsLocal(r))
+        {
+            rs = RankState(); // another process's rank: its plan is kept there
+            rs.done = true;
+            continue;
+        }
         ActivateQueues(rs);
     }
     for (uint32_t r = 0; r < Size(); ++r)
     {
+        if (!IsLocal(r))
+        {
+            continue;
+        }
         if (run.ranks[r].pending == 0)
         {
             Finish(run, r);
@@ -493,6 +552,75 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
         else
         {
             Post(run, r);
+        }
+    }
+}
+
+void
+Communicator::PrepareRemoteConnections(Run& run)
+{
+    const uint32_t perConn = m_cfg.qpsPerConnection;
+    // The QPs a (peer, channel) queue uses: one multiplexed QP, or the pinned ones its
+    // messages are dealt to round-robin from the connection's count `base` on.
+    auto indices = [&](uint32_t channel, uint64_t base, uint64_t n)
+    {
+        std::vector<uint32_t> out;
+        if (m_multiplexed)
+        {
+            out.push_back(0);
+            return out;
+        }
+        for (uint64_t j = 0; j < std::min<uint64_t>(perConn, n); ++j)
+        {
+            out.push_back(channel * perConn + static_cast<uint32_t>((base + j) % perConn));
+        }
+        return out;
+    };
+    // Every process reserves the same QPNs in the same order, whichever ends it simulates.
+    for (uint32_t r = 0; r < Size(); ++r)
+    {
+        for (const auto& q : run.ranks[r].out)
+        {
+            if (q.nOps == 0)
+            {
+                continue;
+            }
+            Conn& c = Connection(r, q.peer);
+            for (uint32_t i : indices(q.channel, c.Sent(q.channel), q.nOps))
+            {
+                QpPair& p = c.Slot(i);
+                if (p.txQpn == 0)
+                {
+                    p.txQpn = NicOf(r)->ReserveQpn();
+                    p.rxQpn = NicOf(q.peer)->ReserveQpn();
+                }
+            }
+        }
+    }
+    // A receiver here whose sender is elsewhere: its QPs exist before the first frame, and
+    // the connection counts the messages the sender's process issues.
+    for (uint32_t r = 0; r < Size(); ++r)
+    {
+        if (!IsLocal(r))
+        {
+            continue;
+        }
+        for (auto& q : run.ranks[r].in)
+        {
+            if (IsLocal(q.Peer()) || q.Expected() == 0)
+            {
+                continue;
+            }
+            Conn& c = Connection(q.Peer(), r);
+            for (uint32_t i : indices(q.Channel(), q.Base(), q.Expected()))
+            {
+                QpPair* p = c.Find(i);
+                if (p == nullptr || !p->rx)
+                {
+                    OpenQp(c, q.Peer(), r, i);
+                }
+            }
+            c.Advance(q.Channel(), q.Expected());
         }
     }
 }
@@ -684,7 +812,7 @@ Communicator::Finish(Run& run, uint32_t r)
     {
         run.result.fastestRankPs = rs.donePs;
     }
-    if (++run.ranksDone == Size())
+    if (++run.ranksDone == m_localRanks)
     {
         run.result.endPs = rs.donePs;
         // Reported from a fresh event: the callback may start the next collective, which
