@@ -363,5 +363,12 @@ MpiRun::Max(std::vector<int64_t>& v)
                   MPI_COMM_WORLD);
 }
 
+void
+MpiRun::Min(std::vector<int64_t>& v)
+{
+    MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_INT64_T, MPI_MIN,
+                  MPI_COMM_WORLD);
+}
+
 } // namespace metaroce
 } // namespace ns3

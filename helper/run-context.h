@@ -18,6 +18,7 @@
 #include "ns3/config.h"
 #include "ns3/string.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,6 +43,11 @@ std::unique_ptr<ScaleUpFabric> BuildScaleUp(const TopologySpec& t);
 /// The NIC of every accelerator (accelerator a uses NIC a / acceleratorsPerNic).
 std::vector<Ptr<RdmaNic>> AcceleratorNics(const TopologySpec& t,
                                           const std::vector<Ptr<RdmaNic>>& nics);
+/// On several processes: which accelerators this process simulates (for
+/// CollectiveConfig::isLocal), after checking that every host's accelerators are on one
+/// process (they talk over its scale-up domain; InputError otherwise). Null on one process.
+std::function<bool(uint32_t)> LocalAccelerators(const Fabric& fabric, const TopologySpec& t,
+                                                const std::vector<Ptr<RdmaNic>>& nics);
 /// Where n ranks run among `accelerators`: "explicit" (the list), "random" (a shuffle drawn
 /// from the run's next random stream), else every stride-th free accelerator ("strided"; 1
 /// for "contiguous"). The collective, job and trace workloads place their ranks so.

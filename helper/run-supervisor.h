@@ -4,6 +4,7 @@
 #ifndef METAROCE_RUN_SUPERVISOR_H
 #define METAROCE_RUN_SUPERVISOR_H
 
+#include "distributed-run.h"
 #include "model/transport/rdma-nic.h"
 #include "progress-reporter.h"
 #include "run-watchdog.h"
@@ -47,6 +48,9 @@ class RunSupervisor
     void Finish(RunRecord& rec, const std::string& left);
 
   private:
+    /// Run over several processes: in windows, deciding together between them.
+    RunEnd RunWindows(DistributedRun& d, ProgressReporter& progress, Time limit,
+                      const std::function<bool()>& done);
     void Drain();
 
     static RunWatchdog::Config Config(const RunSpec& spec, const std::vector<Ptr<RdmaNic>>* nics,
