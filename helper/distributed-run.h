@@ -35,6 +35,9 @@ class DistributedRun
     virtual void Sum(std::vector<uint64_t>& v) = 0;
     virtual void Max(std::vector<int64_t>& v) = 0;
     virtual void Min(std::vector<int64_t>& v) = 0;
+    /// Every process's `mine`, concatenated in rank order (on every process): per-rank
+    /// records joined after a run.
+    virtual std::vector<int64_t> Gather(const std::vector<int64_t>& mine) = 0;
     /// Per-process costs of the world just run, for the results' `cost` (rank 0's record):
     /// given this process's events and peak RSS, every process's, with the frames that
     /// crossed and the synchronization rounds.

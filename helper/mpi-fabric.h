@@ -80,6 +80,7 @@ class MpiRun final : public DistributedRun
     void Sum(std::vector<uint64_t>& v) override;
     void Max(std::vector<int64_t>& v) override;
     void Min(std::vector<int64_t>& v) override;
+    std::vector<int64_t> Gather(const std::vector<int64_t>& mine) override;
     nlohmann::json RankCosts(uint64_t events, uint64_t peakRssBytes) override;
     /// 10 ms under NullMessageSimulatorImpl (it ends only at a stop time), else zero.
     Time StopAfter() const override { return m_nullMessage ? MilliSeconds(10) : Time(0); }

@@ -202,10 +202,7 @@ RunSupervisor::Drain()
     {
         return;
     }
-    if (SeveralProcesses() != nullptr)
-    {
-        return; // each process would stop by itself (see RunWindows): not checked there
-    }
+
     // Acknowledgements lost to a fault arrive only after the fault ends and a timeout
     // resends: the interval counts from the last fault's end. A fault in force to the end
     // (a link down, a lossy link) may keep them from ever arriving, or let each resend
@@ -225,6 +222,11 @@ RunSupervisor::Drain()
     const Time until = std::max(completed, MicroSeconds(1) * lastChangeUs) +
                        MicroSeconds(1) * (m_spec.stallUs > 0 ? m_spec.stallUs : 10000);
     const Time step = MicroSeconds(1);
+    if (DistributedRun* d = SeveralProcesses())
+    {
+        DrainWindows(*d, completed, until, step, lasting);
+        return;
+    }
     std::function<void()> poll = [&]()
     {
         if (Unacknowledged() == 0)
@@ -266,6 +268,56 @@ RunSupervisor::Drain()
              " placed (rule: every posted byte delivered exactly once)");
     }
     Fail(RunWatchdog::CheckSwitches(m_fabric));
+}
+
+void
+RunSupervisor::DrainWindows(DistributedRun& d, Time completed, Time until, Time step, bool lasting)
+{
+    // Drain's rule with the processes deciding together, a window per polling step.
+    std::vector<uint64_t> left{Unacknowledged()};
+    d.Sum(left);
+    while (left[0] > 0 && Simulator::Now() < until)
+    {
+        Simulator::Stop(std::min(step, until - Simulator::Now()));
+        Simulator::Run();
+        left = {Unacknowledged(), m_dog.Violated() ? 1u : 0u};
+        d.Sum(left);
+        if (left[1] > 0)
+        {
+            if (!m_dog.Violated())
+            {
+                m_dog.Violation("an invariant was broken on another process");
+            }
+            ThrowIfViolated();
+        }
+    }
+    if (left[0] > 0 && !lasting)
+    {
+        Fail("a completed run ends with messages unacknowledged " +
+             std::to_string((Simulator::Now() - completed).GetMicroSeconds()) +
+             " us after the workload completed (rule: every QP ends with nothing "
+             "unacknowledged): " +
+             RunWatchdog::Diagnose(m_fabric, m_nics));
+    }
+    std::vector<uint64_t> bytes{0, 0};
+    for (const auto& nic : *m_nics)
+    {
+        bytes[0] += nic->GetPostedBytes();
+        bytes[1] += nic->GetPlacedBytes();
+    }
+    d.Sum(bytes);
+    std::string broken = RunWatchdog::CheckSwitches(m_fabric);
+    std::vector<uint64_t> anyBroken{broken.empty() ? 0u : 1u};
+    d.Sum(anyBroken);
+    if (bytes[0] != bytes[1])
+    {
+        Fail(std::to_string(bytes[0]) + " bytes posted, " + std::to_string(bytes[1]) +
+             " placed (rule: every posted byte delivered exactly once)");
+    }
+    if (anyBroken[0] > 0)
+    {
+        Fail(broken.empty() ? "a switch on another process broke its conservation rule" : broken);
+    }
 }
 
 RunWatchdog::Config

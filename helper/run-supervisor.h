@@ -52,6 +52,7 @@ class RunSupervisor
     RunEnd RunWindows(DistributedRun& d, ProgressReporter& progress, Time limit,
                       const std::function<bool()>& done);
     void Drain();
+    void DrainWindows(DistributedRun& d, Time completed, Time until, Time step, bool lasting);
 
     static RunWatchdog::Config Config(const RunSpec& spec, const std::vector<Ptr<RdmaNic>>* nics,
                                       Time start);
