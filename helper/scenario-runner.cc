@@ -108,9 +108,10 @@ RefuseOnSeveralProcesses(const RunSpec& spec)
     }
     if (spec.workloadKind == "trace")
     {
-        // A replayed rank starts its next operation when its collective's group has ended.
-        throw InputError("workload.kind: 'trace' does not run on several processes yet (raw, "
-                         "streams, collective and job do)");
+        // A replayed group's collective starts the instant its last member reaches it.
+        throw InputError("workload.kind: 'trace': a group's collective starts the instant its "
+                         "last member reaches it (a zero-time barrier over processes); raw, "
+                         "streams, collective and job run on several processes");
     }
 }
 
