@@ -291,6 +291,34 @@ LocalAccelerators(const Fabric& fabric, const TopologySpec& t,
     return [local](uint32_t a) { return (*local)[a]; };
 }
 
+void
+ExchangeRetired(DistributedRun& d, const std::vector<Communicator*>& comms)
+{
+    std::vector<int64_t> mine;
+    for (std::size_t k = 0; k < comms.size(); ++k)
+    {
+        for (const auto& r : comms[k]->TakeRetiredSenders())
+        {
+            mine.insert(mine.end(), {static_cast<int64_t>(k), r.src, r.dst, r.senderQuiet});
+        }
+    }
+    const std::vector<int64_t> all = d.Gather(mine);
+    std::vector<std::vector<Communicator::Retired>> byComm(comms.size());
+    for (std::size_t i = 0; i + 3 < all.size(); i += 4)
+    {
+        byComm.at(static_cast<std::size_t>(all[i]))
+            .push_back({static_cast<uint32_t>(all[i + 1]), static_cast<uint32_t>(all[i + 2]),
+                        all[i + 3] != 0});
+    }
+    for (std::size_t k = 0; k < comms.size(); ++k)
+    {
+        if (!byComm[k].empty())
+        {
+            comms[k]->RetireReceivers(byComm[k]);
+        }
+    }
+}
+
 std::vector<uint32_t>
 PlaceRanks(const std::string& placement, uint32_t stride, const std::vector<uint32_t>& explicitList,
            uint32_t n, uint32_t accelerators, int64_t& stream)

@@ -111,6 +111,10 @@ RunSupervisor::RunWindows(DistributedRun& d, ProgressReporter& progress, Time li
         const Time until = std::min(start + period * static_cast<int64_t>(window), limit);
         Simulator::Stop(until - Simulator::Now());
         Simulator::Run();
+        if (m_between)
+        {
+            m_between(d);
+        }
         const Time now = Simulator::Now();
         std::string broken;
         if (!m_dog.Violated() && m_spec.checkInvariants)
@@ -280,6 +284,10 @@ RunSupervisor::DrainWindows(DistributedRun& d, Time completed, Time until, Time 
     {
         Simulator::Stop(std::min(step, until - Simulator::Now()));
         Simulator::Run();
+        if (m_between)
+        {
+            m_between(d);
+        }
         left = {Unacknowledged(), m_dog.Violated() ? 1u : 0u};
         d.Sum(left);
         if (left[1] > 0)

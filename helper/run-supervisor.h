@@ -42,6 +42,10 @@ class RunSupervisor
     RunEnd Run(ProgressReporter& progress, Time limit, const std::function<bool()>& done,
                bool hardLimit = true);
 
+    /// On several processes: runs between time windows, on every process alike (the
+    /// workload's exchange of what one process's events mean for another's state).
+    void SetBetweenWindows(std::function<void(DistributedRun&)> f) { m_between = std::move(f); }
+
     /// After the workload took its metrics: records how the run ended (metric "ended_by")
     /// and, if it did not complete, `left` (what work is left) with the reason on
     /// rec.unfinished; then drains (see the class comment).
@@ -71,6 +75,7 @@ class RunSupervisor
     RunWatchdog m_dog;
     RunEnd m_end{RunEnd::Duration};
     std::string m_diagnosis;
+    std::function<void(DistributedRun&)> m_between;
 };
 
 } // namespace metaroce

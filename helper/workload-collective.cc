@@ -81,6 +81,7 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     Simulator::ScheduleNow(next);
     Time limit = MicroSeconds(1) * spec.durationUs;
     RunSupervisor supervisor(spec, fabric, &setup.nics, Time(0));
+    supervisor.SetBetweenWindows([&comm](DistributedRun& d) { ExchangeRetired(d, {&comm}); });
     supervisor.Run(progress, limit,
                    [&]() { return sizeIdx == w.sizes.size() || comm.LocalRanks() == 0; });
 
@@ -336,6 +337,15 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
     Simulator::ScheduleNow(startStage);
     Time limit = MicroSeconds(1) * spec.durationUs;
     RunSupervisor supervisor(spec, fabric, &setup.nics, Time(0));
+    std::vector<Communicator*> all;
+    for (auto& pr : phases)
+    {
+        for (auto& c : pr.comms)
+        {
+            all.push_back(c.get());
+        }
+    }
+    supervisor.SetBetweenWindows([&all](DistributedRun& d) { ExchangeRetired(d, all); });
     supervisor.Run(progress, limit,
                    [&]() { return several != nullptr ? localDone : iteration == job.iterations; });
 

@@ -417,6 +417,72 @@ Communicator::Retire(uint32_t src, uint32_t dst)
     }
 }
 
+void
+Communicator::RetireSender(uint32_t src, uint32_t dst)
+{
+    auto it = m_conns.find(std::make_pair(src, dst));
+    if (it == m_conns.end())
+    {
+        return;
+    }
+    Conn& c = it->second;
+    bool quiet = true;
+    for (uint32_t i = 0; i < c.nqp; ++i)
+    {
+        if (c.qps[i].tx)
+        {
+            quiet = c.qps[i].tx->ReleaseState() && quiet;
+        }
+    }
+    for (uint32_t i = 0; quiet && i < c.nqp; ++i)
+    {
+        QpPair& p = c.qps[i];
+        if (p.tx)
+        {
+            m_closedTx.Add(p.tx->GetCounters());
+            NicOf(src)->DetachQueuePair(p.txQpn);
+            p.tx = nullptr;
+        }
+    }
+    m_retiredSenders.push_back({src, dst, quiet});
+}
+
+void
+Communicator::RetireReceivers(const std::vector<Retired>& done)
+{
+    for (const Retired& d : done)
+    {
+        if (d.src >= Size() || d.dst >= Size() || IsLocal(d.src) || !IsLocal(d.dst))
+        {
+            continue;
+        }
+        auto it = m_conns.find(std::make_pair(d.src, d.dst));
+        if (it == m_conns.end())
+        {
+            continue;
+        }
+        Conn& c = it->second;
+        bool quiet = d.senderQuiet;
+        for (uint32_t i = 0; i < c.nqp; ++i)
+        {
+            if (c.qps[i].rx)
+            {
+                quiet = c.qps[i].rx->ReleaseState() && quiet;
+            }
+        }
+        for (uint32_t i = 0; quiet && i < c.nqp; ++i)
+        {
+            QpPair& p = c.qps[i];
+            if (p.rx)
+            {
+                p.rx->SetReceiveHandler(nullptr);
+                NicOf(d.dst)->DetachQueuePair(p.rxQpn);
+                p.rx = nullptr;
+            }
+        }
+    }
+}
+
 QueuePair::Counters
 Communicator::SendCounters() const
 {
@@ -449,12 +515,6 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
                     "all-to-all runs with the direct algorithm");
     NS_ABORT_MSG_IF(op == CollectiveOp::Broadcast && algo != CollectiveAlgorithm::Ring,
                     "broadcast runs on the ring");
-    if (m_cfg.isLocal)
-    {
-        // Closing a connection takes both ends' state at one instant, which two processes
-        // do not share: on several processes connections stay open (results are the same).
-        lastUse = false;
-    }
     m_run = std::make_unique<Run>();
     Run& run = *m_run;
     run.done = std::move(done);
@@ -721,15 +781,16 @@ Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
             {
                 // Everything it carries was acknowledged, so also received. From a fresh
                 // event: this one runs inside the QP's own ACK processing.
-                if (c.Releasable())
+                const bool split = !IsLocal(q.peer); // the receiver is another process's
+                if (split || c.Releasable())
                 {
                     uint32_t peer = q.peer;
                     Simulator::ScheduleNow(
-                        [this, alive = std::weak_ptr<char>(m_alive), r, peer]()
+                        [this, alive = std::weak_ptr<char>(m_alive), r, peer, split]()
                         {
                             if (!alive.expired())
                             {
-                                Retire(r, peer);
+                                split ? RetireSender(r, peer) : Retire(r, peer);
                             }
                         });
                 }

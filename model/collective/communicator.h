@@ -178,6 +178,24 @@ class Communicator
     /// The ranks this process simulates (CollectiveConfig::isLocal; all without it).
     uint32_t LocalRanks() const { return m_localRanks; }
 
+    /// A connection whose ends are on two processes, done after its last use.
+    struct Retired
+    {
+        uint32_t src;
+        uint32_t dst;
+        bool senderQuiet; //!< the sender's QPs released everything and closed
+    };
+
+    /// On several processes: the connections to another process's ranks whose senders here
+    /// finished their last use since the last call. Their sending QPs released their state
+    /// (and closed if quiet) when their last message was acknowledged, as on one process;
+    /// the receiving ends are the other process's, which learns of it between time windows
+    /// (RetireReceivers) and releases them then: a process cannot see another's ACK.
+    std::vector<Retired> TakeRetiredSenders() { return std::move(m_retiredSenders); }
+    /// Releases (and, if both ends are quiet, closes) the receiving QPs here of `done`'s
+    /// connections from other processes' ranks.
+    void RetireReceivers(const std::vector<Retired>& done);
+
     /// QPs the communicator opened so far.
     uint64_t QueuePairs() const { return m_qps; }
     /// Visit every sending QP that is open (for counters).
@@ -295,7 +313,7 @@ class Communicator
         {
             for (uint32_t i = 0; i < nqp; ++i)
             {
-                if (qps[i].tx)
+                if (qps[i].tx || qps[i].rx)
                 {
                     return true;
                 }
@@ -308,8 +326,8 @@ class Communicator
         {
             for (uint32_t i = 0; i < nqp; ++i)
             {
-                if (qps[i].tx &&
-                    (qps[i].tx->HasReleasableState() || qps[i].rx->HasReleasableState()))
+                if (qps[i].tx && (qps[i].tx->HasReleasableState() ||
+                                  (qps[i].rx && qps[i].rx->HasReleasableState())))
                 {
                     return true;
                 }
@@ -338,6 +356,8 @@ class Communicator
     /// A last-use connection is done: its QPs release their state and, if nothing of
     /// theirs is pending, close.
     void Retire(uint32_t src, uint32_t dst);
+    /// Retire for a connection whose receiver is another process's: the sending end only.
+    void RetireSender(uint32_t src, uint32_t dst);
     /// Posts what every out queue of `rank` may send now (at the start).
     void Post(Run& run, uint32_t rank);
     /// Posts what out queue `qi` may send now.
@@ -367,6 +387,7 @@ class Communicator
     std::shared_ptr<char> m_alive{std::make_shared<char>()};
     uint64_t m_qps{0};
     uint32_t m_localRanks{0};
+    std::vector<Retired> m_retiredSenders;
     QueuePair::Counters m_closedTx; //!< of the sending QPs closed so far
 };
 
