@@ -64,8 +64,16 @@ namespace
 {
 /// What does not run on several processes, and why (InputError naming the key).
 void
-RefuseOnSeveralProcesses(const RunSpec& spec)
+RefuseOnSeveralProcesses(const RunSpec& spec, const DistributedRun& d)
 {
+    if (spec.workloadKind != "raw" && d.StopAfter().IsStrictlyPositive())
+    {
+        // Seen: a ring all-reduce on 2 processes did not end within 120 s (0.4 s under the
+        // granted-time-window engine); not looked into.
+        throw InputError("SimulatorImplementationType: ns3::NullMessageSimulatorImpl runs raw "
+                         "traffic only on several processes (the windowed runs of '" +
+                         spec.workloadKind + "' do not end under it)");
+    }
     // A step that starts when every rank of a collective has finished (the next iteration,
     // the next stage of a job) is a barrier of zero duration over all ranks: the process
     // that sees the last rank finish cannot tell the others before they have simulated past
@@ -135,7 +143,7 @@ RunWorld(const RunSpec& spec, ProgressReporter& progress)
     {
         if (d->RunsInParts())
         {
-            RefuseOnSeveralProcesses(spec);
+            RefuseOnSeveralProcesses(spec, *d);
         }
         d->Distribute(*fabric);
     }

@@ -13,7 +13,7 @@ failure (links that cross processes go down with frames in flight).
 - A partition given in METAROCE_HOST_RANKS is used (the same frames accounted); one that
   splits a leaf, or is not an array, is bad input (exit 2).
 - What does not run distributed (a collective's second iteration, a job's second stage, trace
-  replay) is refused (exit 2), naming the key.
+  replay, a collective under the null-message engine) is refused (exit 2), naming the key.
 - A sweep whose points run on 2 processes each (--sim metaroce-sim-mpirun): dry runs print
   once, every point is combined, and the points' rows are the same as the 2-process run's.
 
@@ -111,10 +111,15 @@ with tempfile.TemporaryDirectory() as tmp:
     a2a = os.path.join(ROOT, "scenarios", "collectives-64gpu-alltoall.json")
     job = os.path.join(ROOT, "scenarios", "job-moe-training-step.json")
     trace = os.path.join(ROOT, "scenarios", "trace-allreduce-broadcast-64.json")
+    ring = os.path.join(ROOT, "test", "mpi", "ring-allreduce.json")
+    nm_flag = ["-x", "NS_GLOBAL_VALUE=" + nm["NS_GLOBAL_VALUE"]]
     for path, sets, key in ((a2a, ["--set", "workload.iterations=2"], "workload.iterations"),
-                            (job, [], "workload.job"), (trace, [], "workload.kind")):
-        r = subprocess.run(MPIRUN + ["-np", "2", SIM_MPI, path, "--quiet"] + sets, cwd=ROOT,
-                           capture_output=True, text=True, timeout=120)
+                            (job, [], "workload.job"), (trace, [], "workload.kind"),
+                            (ring, nm_flag, "SimulatorImplementationType")):
+        flags = sets if sets == nm_flag else []
+        rest = [] if sets == nm_flag else sets
+        r = subprocess.run(MPIRUN + flags + ["-np", "2", SIM_MPI, path, "--quiet"] + rest,
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
         check(r.returncode == 2 and key in r.stderr,
               f"{os.path.basename(path)} on 2 processes: exit {r.returncode}: {r.stderr.strip()}")
 
