@@ -566,23 +566,71 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
         }
     }
     // Bases: indices continue where each connection's previous collective ended. The
-    // connections are made (and their QPNs reserved) in plan order.
+    // connections are made (and their QPNs reserved) in plan order. On several processes a
+    // connection with neither end here gets no record: its QPNs are only counted, at its
+    // first visit in that order (its sender's out queues or its receiver's in queues,
+    // whichever rank comes first), as Connection would reserve them.
+    NS_ABORT_MSG_IF(m_cfg.isLocal && m_started,
+                    "Communicator: on several processes a communicator runs one collective");
+    m_started = true;
+    std::vector<bool> seen(m_cfg.isLocal ? Size() : 0);
+    std::vector<uint32_t> touched;
+    auto firstVisit = [&](uint32_t peer)
+    {
+        if (seen[peer])
+        {
+            return false;
+        }
+        seen[peer] = true;
+        touched.push_back(peer);
+        return true;
+    };
+    auto forget = [&]()
+    {
+        for (uint32_t p : touched)
+        {
+            seen[p] = false;
+        }
+        touched.clear();
+    };
     for (uint32_t r = 0; r < Size(); ++r)
     {
         RankState& rs = run.ranks[r];
+        const bool here = IsLocal(r);
         for (const auto& q : rs.out)
         {
-            Conn& c = Connection(r, q.peer);
-            c.openQueues += lastUse && q.nOps > 0 ? 1 : 0;
+            if (here || IsLocal(q.peer))
+            {
+                Conn& c = Connection(r, q.peer);
+                c.openQueues += lastUse && q.nOps > 0 ? 1 : 0;
+            }
+            else if (m_multiplexed && r < q.peer && firstVisit(q.peer))
+            {
+                NicOf(r)->ReserveQpn();
+                NicOf(q.peer)->ReserveQpn();
+            }
             rs.pending += q.nOps;
             run.result.messages += q.nOps;
         }
+        forget();
         for (auto& q : rs.in)
         {
-            q.SetBase(Connection(q.Peer(), r).Sent(q.Channel()));
+            if (here || IsLocal(q.Peer()))
+            {
+                q.SetBase(Connection(q.Peer(), r).Sent(q.Channel()));
+            }
+            else if (m_multiplexed && r < q.Peer() && firstVisit(q.Peer()))
+            {
+                NicOf(q.Peer())->ReserveQpn();
+                NicOf(r)->ReserveQpn();
+            }
             rs.pending += q.Expected();
         }
-        FinishPlan(rs);
+        forget();
+        if (here)
+        {
+            FinishPlan(rs);
+        }
     }
     if (m_cfg.isLocal)
     {
@@ -643,6 +691,17 @@ Communicator::PrepareRemoteConnections(Run& run)
         {
             if (q.nOps == 0)
             {
+                continue;
+            }
+            if (!IsLocal(r) && !IsLocal(q.peer))
+            {
+                // no record here (Start): counted only, from the connection's first message
+                for (std::size_t n = indices(q.channel, 0, q.nOps).size(); !m_multiplexed && n > 0;
+                     --n)
+                {
+                    NicOf(r)->ReserveQpn();
+                    NicOf(q.peer)->ReserveQpn();
+                }
                 continue;
             }
             Conn& c = Connection(r, q.peer);

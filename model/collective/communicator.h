@@ -387,6 +387,7 @@ class Communicator
     std::shared_ptr<char> m_alive{std::make_shared<char>()};
     uint64_t m_qps{0};
     uint32_t m_localRanks{0};
+    bool m_started{false}; //!< a collective ran
     std::vector<Retired> m_retiredSenders;
     QueuePair::Counters m_closedTx; //!< of the sending QPs closed so far
 };
