@@ -34,6 +34,10 @@ class DistributedRun
     /// in the same order with its own part.
     virtual void Sum(std::vector<uint64_t>& v) = 0;
     virtual void Max(std::vector<int64_t>& v) = 0;
+    virtual void Min(std::vector<int64_t>& v) = 0;
+    /// Every process's `mine`, concatenated in rank order (on every process): per-rank
+    /// records joined after a run.
+    virtual std::vector<int64_t> Gather(const std::vector<int64_t>& mine) = 0;
     /// Per-process costs of the world just run, for the results' `cost` (rank 0's record):
     /// given this process's events and peak RSS, every process's, with the frames that
     /// crossed and the synchronization rounds.
@@ -42,11 +46,23 @@ class DistributedRun
     /// stopped, for engines that end only at a stop time (ns-3's null-message engine); zero:
     /// the run ends when no event is left anywhere, as on one process.
     virtual Time StopAfter() const = 0;
+    /// Whether the workloads run as parts (each process its own NICs' transport, results
+    /// combined, decided between time windows): with more than one process, and on one
+    /// when asked to (a test that this path alone changes nothing).
+    virtual bool RunsInParts() const { return Ranks() > 1; }
 };
 
 /// The installed distributed run, or null (one process).
 DistributedRun* CurrentDistributedRun();
 void SetDistributedRun(DistributedRun* run);
+
+/// The installed distributed run if the workloads run as parts (RunsInParts), else null.
+inline DistributedRun*
+SeveralProcesses()
+{
+    DistributedRun* d = CurrentDistributedRun();
+    return d != nullptr && d->RunsInParts() ? d : nullptr;
+}
 
 /// Whether this process simulates `node`: always in a one-process run.
 inline bool

@@ -603,5 +603,31 @@ MpiRun::Max(std::vector<int64_t>& v)
                   MPI_COMM_WORLD);
 }
 
+void
+MpiRun::Min(std::vector<int64_t>& v)
+{
+    MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_INT64_T, MPI_MIN,
+                  MPI_COMM_WORLD);
+}
+
+std::vector<int64_t>
+MpiRun::Gather(const std::vector<int64_t>& mine)
+{
+    int n = static_cast<int>(mine.size());
+    std::vector<int> counts(m_ranks);
+    MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    std::vector<int> offsets(m_ranks);
+    int total = 0;
+    for (uint32_t r = 0; r < m_ranks; ++r)
+    {
+        offsets[r] = total;
+        total += counts[r];
+    }
+    std::vector<int64_t> all(total);
+    MPI_Allgatherv(mine.data(), n, MPI_INT64_T, all.data(), counts.data(), offsets.data(),
+                   MPI_INT64_T, MPI_COMM_WORLD);
+    return all;
+}
+
 } // namespace metaroce
 } // namespace ns3

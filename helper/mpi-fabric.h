@@ -33,6 +33,7 @@
 #include "ns3/packet.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -120,11 +121,18 @@ class MpiRun final : public DistributedRun
     void Distribute(Fabric& fabric) override;
     void Sum(std::vector<uint64_t>& v) override;
     void Max(std::vector<int64_t>& v) override;
+    void Min(std::vector<int64_t>& v) override;
+    std::vector<int64_t> Gather(const std::vector<int64_t>& mine) override;
     nlohmann::json RankCosts(uint64_t events, uint64_t peakRssBytes) override;
     /// Whether the module's own engine runs (FastSimulatorImpl in TieOrder::Node).
     bool OwnEngine() const { return m_own; }
     /// 10 ms under NullMessageSimulatorImpl (it ends only at a stop time), else zero.
     Time StopAfter() const override { return m_nullMessage ? MilliSeconds(10) : Time(0); }
+    /// Also on one process with METAROCE_RUN_IN_PARTS set (the test of that path).
+    bool RunsInParts() const override
+    {
+        return m_ranks > 1 || std::getenv("METAROCE_RUN_IN_PARTS") != nullptr;
+    }
 
     /// Host ranks to use instead of the automatic partition (one per NIC; empty: automatic,
     /// or the JSON array in the file METAROCE_HOST_RANKS names if that is set).

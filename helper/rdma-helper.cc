@@ -64,21 +64,32 @@ RdmaHelper::Connect(uint32_t a, uint32_t b, int32_t plane)
     TypeId tid = m_qpFactory.GetTypeId();
     TypeId::AttributeInformation info;
     bool hasEntropy = tid.LookupAttributeByName("Entropy", &info);
-    Ptr<QueuePair> qa = m_qpFactory.Create();
-    Ptr<QueuePair> qb = m_qpFactory.Create();
+    Ptr<QueuePair> qa = !m_isLocal || m_isLocal(a) ? m_qpFactory.Create() : nullptr;
+    Ptr<QueuePair> qb = !m_isLocal || m_isLocal(b) ? m_qpFactory.Create() : nullptr;
     for (auto& qp : {qa, qb})
     {
+        // RoCE NICs derive the UDP source port from the QP: any value in the dynamic range.
+        const uint64_t entropy = hasEntropy ? 49152 + m_rng.Next() % 16384 : 0;
+        if (!qp)
+        {
+            continue; // another process's end
+        }
         qp->PinToPort(p);
         if (hasEntropy)
         {
-            // RoCE NICs derive the UDP source port from the QP: any value in the dynamic range.
-            qp->SetAttribute("Entropy", UintegerValue(49152 + m_rng.Next() % 16384));
+            qp->SetAttribute("Entropy", UintegerValue(entropy));
         }
     }
-    uint32_t qpnA = m_nics[a]->AddQueuePair(qa);
-    uint32_t qpnB = m_nics[b]->AddQueuePair(qb);
-    qa->Connect(b, qpnB);
-    qb->Connect(a, qpnA);
+    uint32_t qpnA = qa ? m_nics[a]->AddQueuePair(qa) : m_nics[a]->ReserveQpn();
+    uint32_t qpnB = qb ? m_nics[b]->AddQueuePair(qb) : m_nics[b]->ReserveQpn();
+    if (qa)
+    {
+        qa->Connect(b, qpnB);
+    }
+    if (qb)
+    {
+        qb->Connect(a, qpnA);
+    }
     return {qa, qb};
 }
 

@@ -12,6 +12,7 @@
 
 #include "ns3/object-factory.h"
 
+#include <functional>
 #include <vector>
 
 namespace ns3
@@ -43,12 +44,18 @@ class RdmaHelper
     /// and a random entropy per direction.
     std::pair<Ptr<QueuePair>, Ptr<QueuePair>> Connect(uint32_t a, uint32_t b, int32_t plane = -1);
 
+    /// On several processes: which NICs this process simulates. Connect then makes only
+    /// their ends (the other is null), drawing entropies and reserving QPNs as for both, so
+    /// every process numbers and seeds them alike.
+    void SetLocalNics(std::function<bool(uint32_t nic)> isLocal) { m_isLocal = std::move(isLocal); }
+
   private:
     Fabric& m_fabric;
     std::vector<Ptr<RdmaNic>> m_nics;
     std::vector<uint32_t> m_nextPlane;
     QueuePairFactory m_qpFactory;
     FastRng m_rng;
+    std::function<bool(uint32_t)> m_isLocal;
 };
 
 } // namespace metaroce

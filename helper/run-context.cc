@@ -1,6 +1,9 @@
 // What the workload runners share (run-context.h).
 #include "run-context.h"
 
+#include "distributed-run.h"
+#include "json-reader.h"
+
 #include "ns3/object-factory.h"
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"
@@ -256,6 +259,64 @@ AcceleratorNics(const TopologySpec& t, const std::vector<Ptr<RdmaNic>>& nics)
         out.push_back(nics[a / t.acceleratorsPerNic]);
     }
     return out;
+}
+
+std::function<bool(uint32_t)>
+LocalAccelerators(const Fabric& fabric, const TopologySpec& t,
+                  const std::vector<Ptr<RdmaNic>>& nics)
+{
+    DistributedRun* d = SeveralProcesses();
+    if (d == nullptr)
+    {
+        return nullptr;
+    }
+    auto local = std::make_shared<std::vector<bool>>(nics.size());
+    const uint32_t perHost = std::max<uint32_t>(1, t.acceleratorsPerHost);
+    for (uint32_t a = 0; a < nics.size(); ++a)
+    {
+        Ptr<Node> node = fabric.Host(nics[a]->GetNicId());
+        const uint32_t first = a - a % perHost;
+        const uint32_t rank = node->GetSystemId();
+        const uint32_t firstRank = fabric.Host(nics[first]->GetNicId())->GetSystemId();
+        if (rank != firstRank)
+        {
+            throw InputError("topology: host " + std::to_string(a / perHost) +
+                             "'s accelerators are simulated by processes " +
+                             std::to_string(firstRank) + " and " + std::to_string(rank) +
+                             " (a host's scale-up domain cannot span processes; give its NICs "
+                             "one rank in METAROCE_HOST_RANKS)");
+        }
+        (*local)[a] = rank == d->Rank();
+    }
+    return [local](uint32_t a) { return (*local)[a]; };
+}
+
+void
+ExchangeRetired(DistributedRun& d, const std::vector<Communicator*>& comms)
+{
+    std::vector<int64_t> mine;
+    for (std::size_t k = 0; k < comms.size(); ++k)
+    {
+        for (const auto& r : comms[k]->TakeRetiredSenders())
+        {
+            mine.insert(mine.end(), {static_cast<int64_t>(k), r.src, r.dst, r.senderQuiet});
+        }
+    }
+    const std::vector<int64_t> all = d.Gather(mine);
+    std::vector<std::vector<Communicator::Retired>> byComm(comms.size());
+    for (std::size_t i = 0; i + 3 < all.size(); i += 4)
+    {
+        byComm.at(static_cast<std::size_t>(all[i]))
+            .push_back({static_cast<uint32_t>(all[i + 1]), static_cast<uint32_t>(all[i + 2]),
+                        all[i + 3] != 0});
+    }
+    for (std::size_t k = 0; k < comms.size(); ++k)
+    {
+        if (!byComm[k].empty())
+        {
+            comms[k]->RetireReceivers(byComm[k]);
+        }
+    }
 }
 
 std::vector<uint32_t>

@@ -6,6 +6,7 @@
 #ifndef METAROCE_RUN_CONTEXT_H
 #define METAROCE_RUN_CONTEXT_H
 
+#include "distributed-run.h"
 #include "fabric-helper.h"
 #include "model/collective/communicator.h"
 #include "model/core/fabric-random.h"
@@ -18,6 +19,7 @@
 #include "ns3/config.h"
 #include "ns3/string.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,6 +44,15 @@ std::unique_ptr<ScaleUpFabric> BuildScaleUp(const TopologySpec& t);
 /// The NIC of every accelerator (accelerator a uses NIC a / acceleratorsPerNic).
 std::vector<Ptr<RdmaNic>> AcceleratorNics(const TopologySpec& t,
                                           const std::vector<Ptr<RdmaNic>>& nics);
+/// On several processes: which accelerators this process simulates (for
+/// CollectiveConfig::isLocal), after checking that every host's accelerators are on one
+/// process (they talk over its scale-up domain; InputError otherwise). Null on one process.
+std::function<bool(uint32_t)> LocalAccelerators(const Fabric& fabric, const TopologySpec& t,
+                                                const std::vector<Ptr<RdmaNic>>& nics);
+/// On several processes: tells each communicator's receiving processes which of its
+/// connections' senders finished their last use (Communicator::TakeRetiredSenders), so they
+/// release their ends; every process calls it between the same windows.
+void ExchangeRetired(DistributedRun& d, const std::vector<Communicator*>& comms);
 /// Where n ranks run among `accelerators`: "explicit" (the list), "random" (a shuffle drawn
 /// from the run's next random stream), else every stride-th free accelerator ("strided"; 1
 /// for "contiguous"). The collective, job and trace workloads place their ranks so.

@@ -4,6 +4,7 @@
 #ifndef METAROCE_RUN_SUPERVISOR_H
 #define METAROCE_RUN_SUPERVISOR_H
 
+#include "distributed-run.h"
 #include "model/transport/rdma-nic.h"
 #include "progress-reporter.h"
 #include "run-watchdog.h"
@@ -41,13 +42,21 @@ class RunSupervisor
     RunEnd Run(ProgressReporter& progress, Time limit, const std::function<bool()>& done,
                bool hardLimit = true);
 
+    /// On several processes: runs between time windows, on every process alike (the
+    /// workload's exchange of what one process's events mean for another's state).
+    void SetBetweenWindows(std::function<void(DistributedRun&)> f) { m_between = std::move(f); }
+
     /// After the workload took its metrics: records how the run ended (metric "ended_by")
     /// and, if it did not complete, `left` (what work is left) with the reason on
     /// rec.unfinished; then drains (see the class comment).
     void Finish(RunRecord& rec, const std::string& left);
 
   private:
+    /// Run over several processes: in windows, deciding together between them.
+    RunEnd RunWindows(DistributedRun& d, ProgressReporter& progress, Time limit,
+                      const std::function<bool()>& done);
     void Drain();
+    void DrainWindows(DistributedRun& d, Time completed, Time until, Time step, bool lasting);
 
     static RunWatchdog::Config Config(const RunSpec& spec, const std::vector<Ptr<RdmaNic>>* nics,
                                       Time start);
@@ -66,6 +75,7 @@ class RunSupervisor
     RunWatchdog m_dog;
     RunEnd m_end{RunEnd::Duration};
     std::string m_diagnosis;
+    std::function<void(DistributedRun&)> m_between;
 };
 
 } // namespace metaroce

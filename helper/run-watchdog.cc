@@ -96,7 +96,10 @@ RunWatchdog::Violation(const std::string& what)
     std::ostringstream os;
     os << "at " << Simulator::Now().GetNanoSeconds() / 1e3 << " us: " << what;
     m_diagnosis = os.str();
-    Simulator::Stop();
+    if (m_stopOnDecision)
+    {
+        Simulator::Stop();
+    }
 }
 
 void

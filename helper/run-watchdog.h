@@ -56,6 +56,21 @@ class RunWatchdog
 
     /// Schedules the first check. `end`: the run's own time limit (no check beyond it).
     void Start(Time end);
+    /// The interval between checks (it depends on the fabric and the stall interval only).
+    Time Period() const { return m_period; }
+    /// Payload placed so far at the run's receivers.
+    uint64_t Placed() const;
+    /// Whether a decision stops the simulator (default). A run over several processes
+    /// decides between time windows instead: one process stopping alone would wait
+    /// forever for the others.
+    void SetStopOnDecision(bool stop) { m_stopOnDecision = stop; }
+    /// Records a decision taken outside the watchdog's own checks.
+    void Decide(RunEnd end, const std::string& diagnosis)
+    {
+        m_decided = true;
+        m_end = end;
+        m_diagnosis = diagnosis;
+    }
     /// Ends the run now for a failed invariant (the message names what and where).
     void Violation(const std::string& what);
 
@@ -85,7 +100,6 @@ class RunWatchdog
 
   private:
     void Check();
-    uint64_t Placed() const;
 
     const Fabric& m_fabric;
     const std::vector<Ptr<RdmaNic>>* m_nics;
@@ -100,6 +114,7 @@ class RunWatchdog
     std::vector<std::function<std::string()>> m_checks;
     RunEnd m_end{RunEnd::Duration};
     bool m_decided{false};
+    bool m_stopOnDecision{true};
     std::string m_diagnosis;
 };
 

@@ -1,4 +1,5 @@
 // Collective, job and trace workloads: NCCL collectives through Communicator.
+#include "distributed-run.h"
 #include "run-context.h"
 #include "run-supervisor.h"
 #include "trace-replay.h"
@@ -6,6 +7,7 @@
 #include "ns3/simulator.h"
 
 #include <algorithm>
+#include <climits>
 #include <numeric>
 #include <sstream>
 #include <vector>
@@ -32,7 +34,12 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     auto scaleUp = BuildScaleUp(spec.topology);
     CollectiveConfig cfg = CollectiveConfigOf(spec);
     cfg.scaleUp = scaleUp.get();
+    // On several processes (one size, one iteration: RunWorld refuses more) each process
+    // runs its ranks' part; the parts are combined below.
+    DistributedRun* several = SeveralProcesses();
+    cfg.isLocal = LocalAccelerators(fabric, spec.topology, nics);
     Communicator comm(ranks, &nics, qpf, cfg);
+    int64_t startPs = 0;
 
     struct SizeResult
     {
@@ -59,13 +66,14 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
         {
             next();
         }
-        else
+        else if (several == nullptr)
         {
             Simulator::Stop();
         }
     };
     next = [&]()
     {
+        startPs = Simulator::Now().GetPicoSeconds();
         bool last = sizeIdx + 1 == w.sizes.size() && iter + 1 == perSize;
         comm.Start(CollectiveOpOf(w.op), CollectiveAlgorithmOf(w.algorithm), w.sizes[sizeIdx],
                    onDone, last);
@@ -73,9 +81,55 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     Simulator::ScheduleNow(next);
     Time limit = MicroSeconds(1) * spec.durationUs;
     RunSupervisor supervisor(spec, fabric, &setup.nics, Time(0));
-    supervisor.Run(progress, limit, [&]() { return sizeIdx == w.sizes.size(); });
+    supervisor.SetBetweenWindows([&comm](DistributedRun& d) { ExchangeRetired(d, {&comm}); });
+    supervisor.Run(progress, limit,
+                   [&]() { return sizeIdx == w.sizes.size() || comm.LocalRanks() == 0; });
 
     QueuePair::Counters sum = comm.SendCounters();
+    uint64_t qps = comm.QueuePairs();
+    if (several != nullptr)
+    {
+        // The collective ended when every process's ranks did: its end is the latest
+        // rank's, its fastest rank the earliest; counters are sums over the processes.
+        const bool mine = sizeIdx == w.sizes.size() || comm.LocalRanks() == 0;
+        const bool has = !results[0].iters.empty();
+        const CollectiveResult local = has ? results[0].iters[0] : CollectiveResult{};
+        std::vector<uint64_t> sums{mine ? 1u : 0u, qps, sum.retransmittedPackets, sum.timeouts,
+                                   sum.dataPacketsSent};
+        std::vector<int64_t> maxima{has ? local.endPs : INT64_MIN,
+                                    static_cast<int64_t>(local.wireBytesPerRank),
+                                    static_cast<int64_t>(local.messages)};
+        std::vector<int64_t> minima{has ? local.fastestRankPs : INT64_MAX};
+        several->Sum(sums);
+        several->Max(maxima);
+        several->Min(minima);
+        qps = sums[1];
+        sum.retransmittedPackets = sums[2];
+        sum.timeouts = sums[3];
+        sum.dataPacketsSent = sums[4];
+        results[0].iters.clear();
+        sizeIdx = 0;
+        if (sums[0] == several->Ranks())
+        {
+            const CollectiveChoice c =
+                comm.Choose(CollectiveOpOf(w.op), CollectiveAlgorithmOf(w.algorithm), w.sizes[0]);
+            CollectiveResult r;
+            r.op = CollectiveOpOf(w.op);
+            r.algorithm = c.algorithm;
+            r.protocol = c.protocol;
+            r.ncclModelUs = c.modelUs;
+            r.bytes = w.sizes[0];
+            r.ranks = n;
+            r.channels = c.channels;
+            r.startPs = startPs;
+            r.endPs = maxima[0];
+            r.fastestRankPs = minima[0];
+            r.messages = static_cast<uint64_t>(maxima[2]);
+            r.wireBytesPerRank = static_cast<uint64_t>(maxima[1]);
+            results[0].iters.push_back(r);
+            sizeIdx = 1;
+        }
+    }
     std::vector<RunRecord> out;
     for (std::size_t i = 0; i < w.sizes.size(); ++i)
     {
@@ -132,7 +186,7 @@ RunCollective(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressRepo
     }
     if (!out.empty())
     {
-        out[0].counters["qps"] = comm.QueuePairs();
+        out[0].counters["qps"] = qps;
         out[0].counters["retransmitted_packets"] = sum.retransmittedPackets;
         out[0].counters["timeouts"] = sum.timeouts;
         out[0].counters["data_packets_sent"] = sum.dataPacketsSent;
@@ -173,6 +227,11 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
     CollectiveConfig jobCfg;
     jobCfg.scaleUp = scaleUp.get();
     jobCfg.endpoint = BuildEndpoint(spec.topology);
+    // On several processes (one stage, once: RunWorld refuses more) each process runs its
+    // ranks' part of every group; the parts are combined below.
+    DistributedRun* several = SeveralProcesses();
+    jobCfg.isLocal = LocalAccelerators(fabric, spec.topology, nics);
+    bool localDone = false;
     std::vector<PhaseRun> phases(job.phases.size());
     for (std::size_t p = 0; p < job.phases.size(); ++p)
     {
@@ -219,6 +278,20 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
             pr.firstEndPs = pr.lastEndPs = -1;
             for (auto& comm : pr.comms)
             {
+                if (several != nullptr)
+                {
+                    pr.algorithm =
+                        ToString(comm->Choose(CollectiveOpOf(ph.op),
+                                              CollectiveAlgorithmOf(ph.algorithm), ph.bytes)
+                                     .algorithm);
+                }
+                if (comm->LocalRanks() == 0)
+                {
+                    // all of its ranks are another process's: its end is reported there
+                    comm->Start(CollectiveOpOf(ph.op), CollectiveAlgorithmOf(ph.algorithm),
+                                ph.bytes, nullptr, iteration + 1 == job.iterations);
+                    continue;
+                }
                 ++outstanding;
                 comm->Start(
                     CollectiveOpOf(ph.op), CollectiveAlgorithmOf(ph.algorithm), ph.bytes,
@@ -230,6 +303,11 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
                         q.lastEndPs = std::max(q.lastEndPs, r.endPs);
                         if (--outstanding > 0)
                         {
+                            return;
+                        }
+                        if (several != nullptr)
+                        {
+                            localDone = true; // the stage's end is decided after the run
                             return;
                         }
                         for (std::size_t x : stages[stage])
@@ -254,11 +332,62 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
                     iteration + 1 == job.iterations);
             }
         }
+        localDone = localDone || (several != nullptr && outstanding == 0);
     };
     Simulator::ScheduleNow(startStage);
     Time limit = MicroSeconds(1) * spec.durationUs;
     RunSupervisor supervisor(spec, fabric, &setup.nics, Time(0));
-    supervisor.Run(progress, limit, [&]() { return iteration == job.iterations; });
+    std::vector<Communicator*> all;
+    for (auto& pr : phases)
+    {
+        for (auto& c : pr.comms)
+        {
+            all.push_back(c.get());
+        }
+    }
+    supervisor.SetBetweenWindows([&all](DistributedRun& d) { ExchangeRetired(d, all); });
+    supervisor.Run(progress, limit,
+                   [&]() { return several != nullptr ? localDone : iteration == job.iterations; });
+
+    std::vector<uint64_t> posted(job.phases.size());
+    for (std::size_t p = 0; p < job.phases.size(); ++p)
+    {
+        for (const auto& comm : phases[p].comms)
+        {
+            posted[p] += comm->SendCounters().bytesPosted;
+        }
+    }
+    if (several != nullptr)
+    {
+        // Every group's end is on the process of its ranks: a phase ends with its latest
+        // group, its fastest group is the earliest, and the stage with the latest phase.
+        const std::size_t np = job.phases.size();
+        std::vector<uint64_t> sums{localDone ? 1u : 0u};
+        sums.insert(sums.end(), posted.begin(), posted.end());
+        std::vector<int64_t> last(np);
+        std::vector<int64_t> first(np);
+        for (std::size_t p = 0; p < np; ++p)
+        {
+            last[p] = phases[p].lastEndPs < 0 ? INT64_MIN : phases[p].lastEndPs;
+            first[p] = phases[p].firstEndPs < 0 ? INT64_MAX : phases[p].firstEndPs;
+        }
+        several->Sum(sums);
+        several->Max(last);
+        several->Min(first);
+        std::copy(sums.begin() + 1, sums.end(), posted.begin());
+        if (sums[0] == several->Ranks())
+        {
+            int64_t endPs = stageStartPs;
+            for (std::size_t p = 0; p < np; ++p)
+            {
+                phases[p].timeUs.push_back((last[p] - stageStartPs) / 1e6);
+                phases[p].fastestUs.push_back((first[p] - stageStartPs) / 1e6);
+                endPs = std::max(endPs, last[p]);
+            }
+            iterUs.push_back((endPs - iterStartPs) / 1e6);
+            iteration = job.iterations;
+        }
+    }
 
     auto mean = [](const std::vector<double>& v)
     { return v.empty() ? -1.0 : std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
@@ -284,12 +413,7 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
         rec.metrics["busbw_gbytes_per_s"] =
             algbw * BusBwFactor(CollectiveOpOf(ph.op), ph.groupSize);
         rec.metrics["iteration_us"] = mean(iterUs);
-        QueuePair::Counters sent;
-        for (const auto& comm : phases[p].comms)
-        {
-            sent.Add(comm->SendCounters());
-        }
-        rec.metrics["payload_bytes_posted"] = sent.bytesPosted; // all groups, all iterations
+        rec.metrics["payload_bytes_posted"] = posted[p]; // all groups, all iterations
         rec.metrics["iterations"] = job.iterations;
         out.push_back(rec);
     }

@@ -1,4 +1,5 @@
 // The streams workload: RDMA messages over QPs of a traffic pattern.
+#include "distributed-run.h"
 #include "model/metaroce/metaroce-queue-pair.h"
 #include "model/workload/rdma-message-source.h"
 #include "run-context.h"
@@ -9,15 +10,72 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 namespace ns3
 {
 namespace metaroce
 {
+
+namespace
+{
+/// On several processes: joins the receivers' completions (QP, stream, seq, ps) with the
+/// senders' post times into every message's completion time, and sums the senders' QWNDs
+/// in QP order, as one process does.
+void
+CombineStreams(DistributedRun& d, std::size_t nqps,
+               const std::function<Ptr<RdmaMessageSource>(std::size_t)>& app,
+               const std::vector<int64_t>& arrivals, const std::vector<int64_t>& windows,
+               std::vector<double>& fctUs, double& qwndSum)
+{
+    std::vector<int64_t> posts;
+    for (std::size_t i = 0; i < nqps; ++i)
+    {
+        if (Ptr<RdmaMessageSource> a = app(i))
+        {
+            for (const auto& [key, ps] : a->PostedTimes())
+            {
+                posts.insert(posts.end(), {static_cast<int64_t>(i), key.first, key.second, ps});
+            }
+        }
+    }
+    auto key = [](int64_t qp, int64_t stream, int64_t seq)
+    { return std::make_tuple(qp, stream, seq); };
+    std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> postedAt;
+    const std::vector<int64_t> allPosts = d.Gather(posts);
+    for (std::size_t k = 0; k + 3 < allPosts.size(); k += 4)
+    {
+        postedAt[key(allPosts[k], allPosts[k + 1], allPosts[k + 2])] = allPosts[k + 3];
+    }
+    const std::vector<int64_t> all = d.Gather(arrivals);
+    for (std::size_t k = 0; k + 3 < all.size(); k += 4)
+    {
+        auto it = postedAt.find(key(all[k], all[k + 1], all[k + 2]));
+        if (it != postedAt.end())
+        {
+            fctUs.push_back((all[k + 3] - it->second) / 1e6);
+        }
+    }
+    std::vector<int64_t> w = d.Gather(windows);
+    std::map<int64_t, double> byQp;
+    for (std::size_t k = 0; k + 1 < w.size(); k += 2)
+    {
+        double v;
+        std::memcpy(&v, &w[k + 1], sizeof(v));
+        byQp[w[k]] = v;
+    }
+    qwndSum = 0;
+    for (const auto& [qp, v] : byQp)
+    {
+        qwndSum += v;
+    }
+}
+} // namespace
 
 /// RDMA streams over a transport.
 void
@@ -28,6 +86,13 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     const TransportSpec& t = spec.transport;
     TransportSetup setup(t, fabric, stream);
     RdmaHelper& rdma = setup.rdma;
+    // On several processes each process makes the QP ends and message sources of its NICs;
+    // receivers note completions, joined with the senders' post times after the run.
+    DistributedRun* several = SeveralProcesses();
+    if (several != nullptr)
+    {
+        rdma.SetLocalNics([&fabric](uint32_t nic) { return IsLocal(fabric.Host(nic)); });
+    }
     FastRng rng(static_cast<uint64_t>(stream++));
     auto flows = PatternFlows(w.who, fabric.NumNics(), rng);
     if (w.bidirectional)
@@ -52,6 +117,8 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     std::vector<QpRun> qps;
     qps.reserve(flows.size() * w.qpsPerFlow);
     std::vector<double> fctUs;
+    //! on several processes: (QP, stream, seq, completion ps) of each message received here
+    std::vector<int64_t> arrivals;
     uint64_t completed = 0;
     int64_t lastDonePs = 0;
     const uint64_t total = flows.size() * w.qpsPerFlow * w.messagesPerQp;
@@ -79,43 +146,68 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
             qps.push_back(QpRun{a, b, nullptr, src, dst, -1});
         }
     }
+    // Messages whose receiver is simulated here (all of them on one process).
+    uint64_t localTotal = 0;
     // The victim: one message beside the pattern's traffic.
     int64_t victimDonePs = -1;
-    bool victimPending = w.victim;
+    bool victimPending = false;
     if (w.victim)
     {
         auto [a, b] = rdma.Connect(w.victimSrc, w.victimDst);
-        b->SetReceiveHandler(
-            [&](const RdmaCompletion& c)
-            {
-                victimDonePs = c.completedPs;
-                victimPending = false;
-                if (completed == total)
+        if (b)
+        {
+            victimPending = true;
+            b->SetReceiveHandler(
+                [&](const RdmaCompletion& c)
                 {
-                    Simulator::Stop();
-                }
-            });
-        Source(a, w.victimSrc, w.victimBytes, 1, 1, 1);
+                    victimDonePs = c.completedPs;
+                    victimPending = false;
+                    if (completed == localTotal && several == nullptr)
+                    {
+                        Simulator::Stop();
+                    }
+                });
+        }
+        if (a)
+        {
+            Source(a, w.victimSrc, w.victimBytes, 1, 1, 1);
+        }
     }
     for (auto& r : qps)
     {
-        r.app = Source(r.tx, r.src, w.messageBytes, w.messagesPerQp, w.outstandingPerQp,
-                       w.streamsPerQp);
+        if (r.tx)
+        {
+            r.app = Source(r.tx, r.src, w.messageBytes, w.messagesPerQp, w.outstandingPerQp,
+                           w.streamsPerQp);
+        }
     }
     for (std::size_t i = 0; i < qps.size(); ++i)
     {
+        if (!qps[i].rx)
+        {
+            continue;
+        }
+        localTotal += w.messagesPerQp;
         qps[i].rx->SetReceiveHandler(
             [&, i](const RdmaCompletion& c)
             {
-                int64_t postedPs = qps[i].app->TakePostedPs(c.stream, c.seq);
-                if (postedPs >= 0)
+                if (several != nullptr)
                 {
-                    fctUs.push_back((c.completedPs - postedPs) / 1e6);
+                    arrivals.insert(arrivals.end(),
+                                    {static_cast<int64_t>(i), c.stream, c.seq, c.completedPs});
+                }
+                else
+                {
+                    int64_t postedPs = qps[i].app->TakePostedPs(c.stream, c.seq);
+                    if (postedPs >= 0)
+                    {
+                        fctUs.push_back((c.completedPs - postedPs) / 1e6);
+                    }
                 }
                 ++completed;
                 qps[i].lastDonePs = c.completedPs;
                 lastDonePs = std::max(lastDonePs, c.completedPs);
-                if (completed == total && !victimPending)
+                if (completed == localTotal && !victimPending && several == nullptr)
                 {
                     Simulator::Stop(); // done: timers still pending need not run
                 }
@@ -203,7 +295,7 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
 
     Time limit = MicroSeconds(1) * spec.durationUs;
     RunSupervisor supervisor(spec, fabric, &setup.nics, PicoSeconds(startPs));
-    supervisor.Run(progress, limit, [&]() { return completed == total && !victimPending; });
+    supervisor.Run(progress, limit, [&]() { return completed == localTotal && !victimPending; });
 
     // Metrics: rates cover completed messages only, from the workload's start to the last
     // completion; bytes of unfinished messages are counted apart (bytes_delivered).
@@ -214,25 +306,43 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
     uint64_t maxActivePaths = 0;
     double qwndSum = 0;
     uint64_t metaQps = 0;
-    for (const auto& r : qps)
+    //! on several processes: (QP, QWND bits) of each MetaRoCE sender here, summed in QP
+    //! order after the run as one process sums them
+    std::vector<int64_t> windows;
+    for (std::size_t i = 0; i < qps.size(); ++i)
     {
+        const QpRun& r = qps[i];
+        if (r.rx)
+        {
+            const auto& d = r.rx->GetCounters();
+            bytes += d.bytesDelivered;
+            sum.acksSent += d.acksSent;
+            sum.naksSent += d.naksSent;
+            sum.cnpsSent += d.cnpsSent;
+            sum.duplicatePackets += d.duplicatePackets;
+            sum.outOfOrderDropped += d.outOfOrderDropped;
+            sum.ecnMarkedReceived += d.ecnMarkedReceived;
+            // (the run stops at the last receiver completion: the last ACKs may be in flight)
+            stuck += d.messagesReceived < w.messagesPerQp ? 1 : 0;
+        }
+        if (!r.tx)
+        {
+            continue;
+        }
         const auto& c = r.tx->GetCounters();
-        const auto& d = r.rx->GetCounters();
-        bytes += d.bytesDelivered;
         sum.retransmittedPackets += c.retransmittedPackets;
         sum.spuriousRetransmissions += c.spuriousRetransmissions;
         sum.timeouts += c.timeouts;
         sum.dataPacketsSent += c.dataPacketsSent;
-        sum.acksSent += d.acksSent;
-        sum.naksSent += d.naksSent;
-        sum.cnpsSent += d.cnpsSent;
-        sum.duplicatePackets += d.duplicatePackets;
-        sum.outOfOrderDropped += d.outOfOrderDropped;
-        sum.ecnMarkedReceived += d.ecnMarkedReceived;
-        // (the run stops at the last receiver completion: the last ACKs may be in flight)
-        stuck += d.messagesReceived < w.messagesPerQp ? 1 : 0;
         if (auto m = DynamicCast<MetaRoceQueuePair>(r.tx))
         {
+            if (several != nullptr)
+            {
+                double qwnd = m->GetQpWindowBytes();
+                int64_t bits;
+                std::memcpy(&bits, &qwnd, sizeof(bits));
+                windows.insert(windows.end(), {static_cast<int64_t>(i), bits});
+            }
             const auto& p = m->GetPathCounters();
             pc.pathsOpened += p.pathsOpened;
             pc.pathsGrown += p.pathsGrown;
@@ -249,6 +359,74 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
             qwndSum += m->GetQpWindowBytes();
             ++metaQps;
         }
+    }
+    if (several != nullptr)
+    {
+        CombineStreams(
+            *several, qps.size(), [&](std::size_t i) { return qps[i].app; }, arrivals, windows,
+            fctUs, qwndSum);
+        std::vector<uint64_t> sums{completed,
+                                   bytes,
+                                   stuck,
+                                   sum.retransmittedPackets,
+                                   sum.spuriousRetransmissions,
+                                   sum.timeouts,
+                                   sum.dataPacketsSent,
+                                   sum.acksSent,
+                                   sum.naksSent,
+                                   sum.cnpsSent,
+                                   sum.duplicatePackets,
+                                   sum.outOfOrderDropped,
+                                   sum.ecnMarkedReceived,
+                                   pc.pathsOpened,
+                                   pc.pathsGrown,
+                                   pc.lossesDetected,
+                                   pc.lossesTail,
+                                   pc.lossesTimeout,
+                                   pc.planeFailovers,
+                                   pc.planeRecoveries,
+                                   metaQps,
+                                   victimPending ? 1u : 0u};
+        std::vector<int64_t> maxima{lastDonePs,
+                                    victimDonePs,
+                                    static_cast<int64_t>(maxActivePaths),
+                                    pc.lastPlaneAvoidedPs,
+                                    pc.firstPlaneAvoidedPs,
+                                    pc.lastPlaneRecoveredPs};
+        several->Sum(sums);
+        several->Max(maxima);
+        std::size_t k = 0;
+        for (uint64_t* x : {&completed,
+                            &bytes,
+                            &stuck,
+                            &sum.retransmittedPackets,
+                            &sum.spuriousRetransmissions,
+                            &sum.timeouts,
+                            &sum.dataPacketsSent,
+                            &sum.acksSent,
+                            &sum.naksSent,
+                            &sum.cnpsSent,
+                            &sum.duplicatePackets,
+                            &sum.outOfOrderDropped,
+                            &sum.ecnMarkedReceived,
+                            &pc.pathsOpened,
+                            &pc.pathsGrown,
+                            &pc.lossesDetected,
+                            &pc.lossesTail,
+                            &pc.lossesTimeout,
+                            &pc.planeFailovers,
+                            &pc.planeRecoveries,
+                            &metaQps})
+        {
+            *x = sums[k++];
+        }
+        victimPending = sums[k] > 0;
+        lastDonePs = maxima[0];
+        victimDonePs = maxima[1];
+        maxActivePaths = static_cast<uint64_t>(maxima[2]);
+        pc.lastPlaneAvoidedPs = maxima[3];
+        pc.firstPlaneAvoidedPs = maxima[4];
+        pc.lastPlaneRecoveredPs = maxima[5];
     }
     std::sort(fctUs.begin(), fctUs.end());
     double spanUs = (lastDonePs - startPs) / 1e6;
@@ -294,14 +472,17 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         }
         rec.flows = flows;
     }
+    // The MTU of the run's QPs (on several processes the first QP may be another's).
+    const uint32_t mtu = qps.empty() ? 0
+                         : qps[0].tx ? qps[0].tx->GetMtu()
+                                     : rdma.QpFactory().Create()->GetMtu();
     if (!qps.empty())
     {
         // What a full data frame and an ACK take on the wire: with the ACK count, the share of
         // a link that ACKs take from data coming the other way.
         bool meta = metaQps > 0;
-        rec.counters["data_frame_wire_bytes"] =
-            FrameWireBytes(RdmaHeader::SizeOf(meta ? RdmaOpcode::PathData : RdmaOpcode::Data) +
-                           qps[0].tx->GetMtu());
+        rec.counters["data_frame_wire_bytes"] = FrameWireBytes(
+            RdmaHeader::SizeOf(meta ? RdmaOpcode::PathData : RdmaOpcode::Data) + mtu);
         rec.counters["ack_frame_wire_bytes"] =
             FrameWireBytes(RdmaHeader::SizeOf(meta ? RdmaOpcode::PathAck : RdmaOpcode::Ack));
     }
@@ -320,7 +501,7 @@ RunStreams(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporte
         rec.counters["plane_failovers"] = pc.planeFailovers;
         rec.counters["plane_recoveries"] = pc.planeRecoveries;
         rec.metrics["max_active_paths"] = maxActivePaths;
-        rec.metrics["mean_qwnd_packets"] = qwndSum / metaQps / qps[0].tx->GetMtu();
+        rec.metrics["mean_qwnd_packets"] = qwndSum / metaQps / mtu;
         for (const auto& f : spec.faults)
         {
             if (f.kind == "plane_down" && pc.firstPlaneAvoidedPs >= 0)

@@ -164,6 +164,10 @@ Communicator::Communicator(std::vector<uint32_t> ranks, const std::vector<Ptr<Rd
         m_layout->host.push_back(su != nullptr ? su->HostOf(nic) : nic);
         m_layout->local.push_back(su != nullptr ? su->LocalOf(nic) : 0);
     }
+    for (uint32_t r = 0; r < Size(); ++r)
+    {
+        m_localRanks += IsLocal(r) ? 1 : 0;
+    }
     m_userChannels = m_cfg.maxChannels;
     if (m_cfg.scaleUp != nullptr)
     {
@@ -269,11 +273,16 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
     RdmaNic* a = NicOf(src);
     RdmaNic* b = NicOf(dst);
     uint32_t planes = a->GetNPorts();
+    // On several processes each end is made by the process that simulates its NIC.
+    const bool txHere = IsLocal(src);
+    const bool rxHere = IsLocal(dst);
     Ptr<QueuePair> qa;
     Ptr<QueuePair> qb;
     const ScaleUpFabric* su = m_cfg.scaleUp;
     if (su != nullptr && su->SameHost(m_ranks[src], m_ranks[dst]))
     {
+        NS_ABORT_MSG_IF(!txHere || !rxHere,
+                        "collective: a host's accelerators are simulated by different processes");
         // Same host: over the scale-up domain, never through the NICs' ports.
         auto [sa, sb] = su->hosts[su->HostOf(m_ranks[src])]->Connect(su->LocalOf(m_ranks[src]),
                                                                      su->LocalOf(m_ranks[dst]));
@@ -282,10 +291,12 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
     }
     else
     {
-        qa = m_qpFactory.Create();
-        qb = m_qpFactory.Create();
+        qa = txHere ? m_qpFactory.Create() : nullptr;
+        qb = rxHere ? m_qpFactory.Create() : nullptr;
     }
-    if (!m_multiplexed && DynamicCast<ScaleUpQueuePair>(qa) == nullptr)
+    const bool scaleUp = (qa && DynamicCast<ScaleUpQueuePair>(qa) != nullptr) ||
+                         (qb && DynamicCast<ScaleUpQueuePair>(qb) != nullptr);
+    if (!m_multiplexed && !scaleUp)
     {
         // A pinned QP per channel: channels spread over the planes, as NCCL spreads
         // channels over NICs.
@@ -296,12 +307,24 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
         uint32_t channel = i / m_cfg.qpsPerConnection;
         uint32_t perHost = m_cfg.scaleUp != nullptr ? m_cfg.scaleUp->acceleratorsPerHost : 1;
         uint32_t plane = (channel + (perHost > 1 ? channel / perHost : 0) + src) % planes;
-        qa->PinToPort(plane);
-        qb->PinToPort(plane);
-        qa->SetAttribute("Entropy",
-                         UintegerValue(49152 + (src * 7919 + dst * 104729 + i * 31) % 16384));
-        qb->SetAttribute("Entropy",
-                         UintegerValue(49152 + (dst * 7919 + src * 104729 + i * 31) % 16384));
+        if (qa)
+        {
+            qa->PinToPort(plane);
+        }
+        if (qb)
+        {
+            qb->PinToPort(plane);
+        }
+        if (qa)
+        {
+            qa->SetAttribute("Entropy",
+                             UintegerValue(49152 + (src * 7919 + dst * 104729 + i * 31) % 16384));
+        }
+        if (qb)
+        {
+            qb->SetAttribute("Entropy",
+                             UintegerValue(49152 + (dst * 7919 + src * 104729 + i * 31) % 16384));
+        }
     }
     QpPair& p = c.Slot(i);
     if (p.txQpn == 0)
@@ -311,13 +334,29 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
     }
     uint32_t qa_n = p.txQpn;
     uint32_t qb_n = p.rxQpn;
-    a->AttachQueuePair(qa_n, qa);
-    b->AttachQueuePair(qb_n, qb);
-    qa->Connect(b->GetNicId(), qb_n);
-    qb->Connect(a->GetNicId(), qa_n);
+    if (qa)
+    {
+        a->AttachQueuePair(qa_n, qa);
+    }
+    if (qb)
+    {
+        b->AttachQueuePair(qb_n, qb);
+    }
+    if (qa)
+    {
+        qa->Connect(b->GetNicId(), qb_n);
+    }
+    if (qb)
+    {
+        qb->Connect(a->GetNicId(), qa_n);
+    }
     p.tx = qa;
     p.rx = qb;
-    m_qps += 2;
+    m_qps += (qa ? 1 : 0) + (qb ? 1 : 0);
+    if (!qb)
+    {
+        return p; // the receiving end is another process's
+    }
     // The receive side of the connection reports (channel, message index) upwards.
     if (m_multiplexed)
     {
@@ -378,6 +417,72 @@ Communicator::Retire(uint32_t src, uint32_t dst)
     }
 }
 
+void
+Communicator::RetireSender(uint32_t src, uint32_t dst)
+{
+    auto it = m_conns.find(std::make_pair(src, dst));
+    if (it == m_conns.end())
+    {
+        return;
+    }
+    Conn& c = it->second;
+    bool quiet = true;
+    for (uint32_t i = 0; i < c.nqp; ++i)
+    {
+        if (c.qps[i].tx)
+        {
+            quiet = c.qps[i].tx->ReleaseState() && quiet;
+        }
+    }
+    for (uint32_t i = 0; quiet && i < c.nqp; ++i)
+    {
+        QpPair& p = c.qps[i];
+        if (p.tx)
+        {
+            m_closedTx.Add(p.tx->GetCounters());
+            NicOf(src)->DetachQueuePair(p.txQpn);
+            p.tx = nullptr;
+        }
+    }
+    m_retiredSenders.push_back({src, dst, quiet});
+}
+
+void
+Communicator::RetireReceivers(const std::vector<Retired>& done)
+{
+    for (const Retired& d : done)
+    {
+        if (d.src >= Size() || d.dst >= Size() || IsLocal(d.src) || !IsLocal(d.dst))
+        {
+            continue;
+        }
+        auto it = m_conns.find(std::make_pair(d.src, d.dst));
+        if (it == m_conns.end())
+        {
+            continue;
+        }
+        Conn& c = it->second;
+        bool quiet = d.senderQuiet;
+        for (uint32_t i = 0; i < c.nqp; ++i)
+        {
+            if (c.qps[i].rx)
+            {
+                quiet = c.qps[i].rx->ReleaseState() && quiet;
+            }
+        }
+        for (uint32_t i = 0; quiet && i < c.nqp; ++i)
+        {
+            QpPair& p = c.qps[i];
+            if (p.rx)
+            {
+                p.rx->SetReceiveHandler(nullptr);
+                NicOf(d.dst)->DetachQueuePair(p.rxQpn);
+                p.rx = nullptr;
+            }
+        }
+    }
+}
+
 QueuePair::Counters
 Communicator::SendCounters() const
 {
@@ -395,7 +500,7 @@ void
 Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
                     std::function<void(const CollectiveResult&)> done, bool lastUse)
 {
-    NS_ABORT_MSG_IF(m_run && m_run->ranksDone < Size(),
+    NS_ABORT_MSG_IF(m_run && m_run->ranksDone < m_localRanks,
                     "Communicator::Start: the previous collective has not finished");
     const CollectiveChoice choice = Choose(op, algo, bytes);
     algo = choice.algorithm;
@@ -461,31 +566,93 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
         }
     }
     // Bases: indices continue where each connection's previous collective ended. The
-    // connections are made (and their QPNs reserved) in plan order.
+    // connections are made (and their QPNs reserved) in plan order. On several processes a
+    // connection with neither end here gets no record: its QPNs are only counted, at its
+    // first visit in that order (its sender's out queues or its receiver's in queues,
+    // whichever rank comes first), as Connection would reserve them.
+    NS_ABORT_MSG_IF(m_cfg.isLocal && m_started,
+                    "Communicator: on several processes a communicator runs one collective");
+    m_started = true;
+    std::vector<bool> seen(m_cfg.isLocal ? Size() : 0);
+    std::vector<uint32_t> touched;
+    auto firstVisit = [&](uint32_t peer)
+    {
+        if (seen[peer])
+        {
+            return false;
+        }
+        seen[peer] = true;
+        touched.push_back(peer);
+        return true;
+    };
+    auto forget = [&]()
+    {
+        for (uint32_t p : touched)
+        {
+            seen[p] = false;
+        }
+        touched.clear();
+    };
     for (uint32_t r = 0; r < Size(); ++r)
     {
         RankState& rs = run.ranks[r];
+        const bool here = IsLocal(r);
         for (const auto& q : rs.out)
         {
-            Conn& c = Connection(r, q.peer);
-            c.openQueues += lastUse && q.nOps > 0 ? 1 : 0;
+            if (here || IsLocal(q.peer))
+            {
+                Conn& c = Connection(r, q.peer);
+                c.openQueues += lastUse && q.nOps > 0 ? 1 : 0;
+            }
+            else if (m_multiplexed && r < q.peer && firstVisit(q.peer))
+            {
+                NicOf(r)->ReserveQpn();
+                NicOf(q.peer)->ReserveQpn();
+            }
             rs.pending += q.nOps;
             run.result.messages += q.nOps;
         }
+        forget();
         for (auto& q : rs.in)
         {
-            q.SetBase(Connection(q.Peer(), r).Sent(q.Channel()));
+            if (here || IsLocal(q.Peer()))
+            {
+                q.SetBase(Connection(q.Peer(), r).Sent(q.Channel()));
+            }
+            else if (m_multiplexed && r < q.Peer() && firstVisit(q.Peer()))
+            {
+                NicOf(q.Peer())->ReserveQpn();
+                NicOf(r)->ReserveQpn();
+            }
             rs.pending += q.Expected();
         }
-        FinishPlan(rs);
+        forget();
+        if (here)
+        {
+            FinishPlan(rs);
+        }
+    }
+    if (m_cfg.isLocal)
+    {
+        PrepareRemoteConnections(run);
     }
     for (uint32_t r = 0; r < Size(); ++r)
     {
         RankState& rs = run.ranks[r];
+        if (!IsLocal(r))
+        {
+            rs = RankState(); // another process's rank: its plan is kept there
+            rs.done = true;
+            continue;
+        }
         ActivateQueues(rs);
     }
     for (uint32_t r = 0; r < Size(); ++r)
     {
+        if (!IsLocal(r))
+        {
+            continue;
+        }
         if (run.ranks[r].pending == 0)
         {
             Finish(run, r);
@@ -493,6 +660,86 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
         else
         {
             Post(run, r);
+        }
+    }
+}
+
+void
+Communicator::PrepareRemoteConnections(Run& run)
+{
+    const uint32_t perConn = m_cfg.qpsPerConnection;
+    // The QPs a (peer, channel) queue uses: one multiplexed QP, or the pinned ones its
+    // messages are dealt to round-robin from the connection's count `base` on.
+    auto indices = [&](uint32_t channel, uint64_t base, uint64_t n)
+    {
+        std::vector<uint32_t> out;
+        if (m_multiplexed)
+        {
+            out.push_back(0);
+            return out;
+        }
+        for (uint64_t j = 0; j < std::min<uint64_t>(perConn, n); ++j)
+        {
+            out.push_back(channel * perConn + static_cast<uint32_t>((base + j) % perConn));
+        }
+        return out;
+    };
+    // Every process reserves the same QPNs in the same order, whichever ends it simulates.
+    for (uint32_t r = 0; r < Size(); ++r)
+    {
+        for (const auto& q : run.ranks[r].out)
+        {
+            if (q.nOps == 0)
+            {
+                continue;
+            }
+            if (!IsLocal(r) && !IsLocal(q.peer))
+            {
+                // no record here (Start): counted only, from the connection's first message
+                for (std::size_t n = indices(q.channel, 0, q.nOps).size(); !m_multiplexed && n > 0;
+                     --n)
+                {
+                    NicOf(r)->ReserveQpn();
+                    NicOf(q.peer)->ReserveQpn();
+                }
+                continue;
+            }
+            Conn& c = Connection(r, q.peer);
+            for (uint32_t i : indices(q.channel, c.Sent(q.channel), q.nOps))
+            {
+                QpPair& p = c.Slot(i);
+                if (p.txQpn == 0)
+                {
+                    p.txQpn = NicOf(r)->ReserveQpn();
+                    p.rxQpn = NicOf(q.peer)->ReserveQpn();
+                }
+            }
+        }
+    }
+    // A receiver here whose sender is elsewhere: its QPs exist before the first frame, and
+    // the connection counts the messages the sender's process issues.
+    for (uint32_t r = 0; r < Size(); ++r)
+    {
+        if (!IsLocal(r))
+        {
+            continue;
+        }
+        for (auto& q : run.ranks[r].in)
+        {
+            if (IsLocal(q.Peer()) || q.Expected() == 0)
+            {
+                continue;
+            }
+            Conn& c = Connection(q.Peer(), r);
+            for (uint32_t i : indices(q.Channel(), q.Base(), q.Expected()))
+            {
+                QpPair* p = c.Find(i);
+                if (p == nullptr || !p->rx)
+                {
+                    OpenQp(c, q.Peer(), r, i);
+                }
+            }
+            c.Advance(q.Channel(), q.Expected());
         }
     }
 }
@@ -593,15 +840,16 @@ Communicator::OnSent(Run& run, uint32_t r, uint32_t qi)
             {
                 // Everything it carries was acknowledged, so also received. From a fresh
                 // event: this one runs inside the QP's own ACK processing.
-                if (c.Releasable())
+                const bool split = !IsLocal(q.peer); // the receiver is another process's
+                if (split || c.Releasable())
                 {
                     uint32_t peer = q.peer;
                     Simulator::ScheduleNow(
-                        [this, alive = std::weak_ptr<char>(m_alive), r, peer]()
+                        [this, alive = std::weak_ptr<char>(m_alive), r, peer, split]()
                         {
                             if (!alive.expired())
                             {
-                                Retire(r, peer);
+                                split ? RetireSender(r, peer) : Retire(r, peer);
                             }
                         });
                 }
@@ -684,7 +932,7 @@ Communicator::Finish(Run& run, uint32_t r)
     {
         run.result.fastestRankPs = rs.donePs;
     }
-    if (++run.ranksDone == Size())
+    if (++run.ranksDone == m_localRanks)
     {
         run.result.endPs = rs.donePs;
         // Reported from a fresh event: the callback may start the next collective, which

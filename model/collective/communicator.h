@@ -101,6 +101,11 @@ struct CollectiveConfig
     std::optional<NcclProto> protocol;
     /// The latency a step meets at its endpoints (NcclEndpoint's attributes when made).
     EndpointLatency endpoint{NcclEndpoint::Defaults()};
+    /// A simulation over several processes: whether this process simulates the NIC of an
+    /// accelerator. Only those ranks get QPs and collective state here; a collective ends
+    /// (its callback runs) when they are done, with their part of the result. Null: every
+    /// rank is simulated here.
+    std::function<bool(uint32_t accelerator)> isLocal;
 };
 
 /// What a collective runs: the algorithm, the protocol (its wire format, step size and
@@ -170,6 +175,27 @@ class Communicator
     /// NCCL's channels per net peer when CollectiveConfig::maxChannels is 0.
     static uint32_t DefaultChannels(uint64_t nicBytesPerSecond);
 
+    /// The ranks this process simulates (CollectiveConfig::isLocal; all without it).
+    uint32_t LocalRanks() const { return m_localRanks; }
+
+    /// A connection whose ends are on two processes, done after its last use.
+    struct Retired
+    {
+        uint32_t src;
+        uint32_t dst;
+        bool senderQuiet; //!< the sender's QPs released everything and closed
+    };
+
+    /// On several processes: the connections to another process's ranks whose senders here
+    /// finished their last use since the last call. Their sending QPs released their state
+    /// (and closed if quiet) when their last message was acknowledged, as on one process;
+    /// the receiving ends are the other process's, which learns of it between time windows
+    /// (RetireReceivers) and releases them then: a process cannot see another's ACK.
+    std::vector<Retired> TakeRetiredSenders() { return std::move(m_retiredSenders); }
+    /// Releases (and, if both ends are quiet, closes) the receiving QPs here of `done`'s
+    /// connections from other processes' ranks.
+    void RetireReceivers(const std::vector<Retired>& done);
+
     /// QPs the communicator opened so far.
     uint64_t QueuePairs() const { return m_qps; }
     /// Visit every sending QP that is open (for counters).
@@ -234,6 +260,25 @@ class Communicator
             return nullptr;
         }
 
+        /// Counts n messages on `channel` that another process's rank issues (a receiver
+        /// here reads their indices from the count as the sender's process does).
+        void Advance(uint32_t channel, uint64_t n)
+        {
+            if (n == 0)
+            {
+                return;
+            }
+            uint64_t* e = SentEntry(channel);
+            if (e == nullptr)
+            {
+                sent.reserve(sent.size() + 1);
+                sent.push_back(static_cast<uint64_t>(channel) << kCountBits);
+                e = &sent.back();
+            }
+            NS_ABORT_MSG_IF((*e & kCountMask) + n > kCountMask, "connection: message count");
+            *e += n;
+        }
+
         QpPair* Find(uint32_t index)
         {
             for (uint32_t i = 0; i < nqp; ++i)
@@ -268,7 +313,7 @@ class Communicator
         {
             for (uint32_t i = 0; i < nqp; ++i)
             {
-                if (qps[i].tx)
+                if (qps[i].tx || qps[i].rx)
                 {
                     return true;
                 }
@@ -281,8 +326,8 @@ class Communicator
         {
             for (uint32_t i = 0; i < nqp; ++i)
             {
-                if (qps[i].tx &&
-                    (qps[i].tx->HasReleasableState() || qps[i].rx->HasReleasableState()))
+                if (qps[i].tx && (qps[i].tx->HasReleasableState() ||
+                                  (qps[i].rx && qps[i].rx->HasReleasableState())))
                 {
                     return true;
                 }
@@ -301,9 +346,18 @@ class Communicator
     Conn& Connection(uint32_t src, uint32_t dst);
     /// Opens QP pair i of a connection (at its first message).
     QpPair& OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i);
+    /// Whether this process simulates rank r's NIC.
+    bool IsLocal(uint32_t r) const { return !m_cfg.isLocal || m_cfg.isLocal(m_ranks[r]); }
+    /// On several processes: reserves the QPNs of the pinned QPs a collective will use (in
+    /// plan order, as every process does alike: one process reserves them at their first
+    /// message, which another process does not see) and opens the receiving QPs of this
+    /// process's ranks before their first frame arrives.
+    void PrepareRemoteConnections(Run& run);
     /// A last-use connection is done: its QPs release their state and, if nothing of
     /// theirs is pending, close.
     void Retire(uint32_t src, uint32_t dst);
+    /// Retire for a connection whose receiver is another process's: the sending end only.
+    void RetireSender(uint32_t src, uint32_t dst);
     /// Posts what every out queue of `rank` may send now (at the start).
     void Post(Run& run, uint32_t rank);
     /// Posts what out queue `qi` may send now.
@@ -332,6 +386,9 @@ class Communicator
     //! destroys it) does nothing, instead of touching freed memory
     std::shared_ptr<char> m_alive{std::make_shared<char>()};
     uint64_t m_qps{0};
+    uint32_t m_localRanks{0};
+    bool m_started{false}; //!< a collective ran
+    std::vector<Retired> m_retiredSenders;
     QueuePair::Counters m_closedTx; //!< of the sending QPs closed so far
 };
 

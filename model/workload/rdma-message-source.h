@@ -39,6 +39,11 @@ class RdmaMessageSource : public Application
 
     /// Messages posted so far.
     uint64_t GetPosted() const { return m_posted; }
+    /// When each message not yet taken was posted, by (stream, seq).
+    const std::map<std::pair<uint16_t, uint32_t>, int64_t>& PostedTimes() const
+    {
+        return m_postedAt;
+    }
 
   private:
     void DoDispose() override;

@@ -15,7 +15,8 @@ variant, PFC (PAUSE frames cross processes).
 - The same under NullMessageSimulatorImpl on 1 (byte-identical) and 2 processes.
 - A partition given in METAROCE_HOST_RANKS is used (byte-identical results); one that
   splits a leaf, or is not an array, is bad input (exit 2).
-- A workload kind that does not run distributed yet is refused (exit 2), naming the key.
+- What does not run distributed (a collective's second iteration, a job's second stage, trace
+  replay, a collective under the null-message engine) is refused (exit 2), naming the key.
 - A sweep whose points run on 2 processes each (--sim metaroce-sim-mpirun): dry runs print
   once, every point is combined, and the points' rows are the same as the 2-process run's.
 
@@ -141,12 +142,23 @@ with tempfile.TemporaryDirectory() as tmp:
         check(r.returncode == 2 and why in r.stderr,
               f"partition {content!r:.30}: exit {r.returncode}: {r.stderr.strip()}")
 
-    # Collectives, jobs and streams are not distributed yet: refused, not run wrong.
+    # What needs a zero-time barrier over processes (a collective's next iteration, a job's
+    # next stage), and trace replay, are refused with the key, not run wrong; collectives,
+    # jobs and streams themselves run (test/mpi/mpi_workloads_test.py).
     a2a = os.path.join(ROOT, "scenarios", "collectives-64gpu-alltoall.json")
-    r = subprocess.run(MPIRUN + ["-np", "2", SIM_MPI, a2a, "--quiet"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
-    check(r.returncode == 2, f"collective on 2 processes: exit {r.returncode}")
-    check("workload.kind" in r.stderr, f"collective on 2 processes: {r.stderr.strip()}")
+    job = os.path.join(ROOT, "scenarios", "job-moe-training-step.json")
+    trace = os.path.join(ROOT, "scenarios", "trace-allreduce-broadcast-64.json")
+    ring = os.path.join(ROOT, "test", "mpi", "ring-allreduce.json")
+    nm_flag = ["-x", "NS_GLOBAL_VALUE=" + nm["NS_GLOBAL_VALUE"]]
+    for path, sets, key in ((a2a, ["--set", "workload.iterations=2"], "workload.iterations"),
+                            (job, [], "workload.job"), (trace, [], "workload.kind"),
+                            (ring, nm_flag, "SimulatorImplementationType")):
+        flags = sets if sets == nm_flag else []
+        rest = [] if sets == nm_flag else sets
+        r = subprocess.run(MPIRUN + flags + ["-np", "2", SIM_MPI, path, "--quiet"] + rest,
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+        check(r.returncode == 2 and key in r.stderr,
+              f"{os.path.basename(path)} on 2 processes: exit {r.returncode}: {r.stderr.strip()}")
 
     # Sweep points on 2 processes each.
     out = os.path.join(tmp, "sweep")
