@@ -220,6 +220,7 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
         std::vector<double> fastestUs; //!< per iteration: to the first group's end
         int64_t firstEndPs{-1};
         int64_t lastEndPs{-1};
+        std::vector<int64_t> groupEndPs; //!< per group: when its ranks here finished (-1: none)
         std::string algorithm;
     };
 
@@ -276,8 +277,10 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
             const JobPhaseSpec& ph = job.phases[p];
             PhaseRun& pr = phases[p];
             pr.firstEndPs = pr.lastEndPs = -1;
-            for (auto& comm : pr.comms)
+            pr.groupEndPs.assign(pr.comms.size(), -1);
+            for (std::size_t g = 0; g < pr.comms.size(); ++g)
             {
+                auto& comm = pr.comms[g];
                 if (several != nullptr)
                 {
                     pr.algorithm =
@@ -295,9 +298,10 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
                 ++outstanding;
                 comm->Start(
                     CollectiveOpOf(ph.op), CollectiveAlgorithmOf(ph.algorithm), ph.bytes,
-                    [&, p](const CollectiveResult& r)
+                    [&, p, g](const CollectiveResult& r)
                     {
                         PhaseRun& q = phases[p];
+                        q.groupEndPs[g] = r.endPs;
                         q.algorithm = ToString(r.algorithm);
                         q.firstEndPs = q.firstEndPs < 0 ? r.endPs : std::min(q.firstEndPs, r.endPs);
                         q.lastEndPs = std::max(q.lastEndPs, r.endPs);
@@ -359,21 +363,34 @@ RunJob(const RunSpec& spec, Fabric& fabric, int64_t& stream, ProgressReporter& p
     }
     if (several != nullptr)
     {
-        // Every group's end is on the process of its ranks: a phase ends with its latest
-        // group, its fastest group is the earliest, and the stage with the latest phase.
+        // A group split over processes ends with its latest part (each process reports when
+        // its own ranks of the group are done): a phase ends with its latest group, its
+        // fastest group is the earliest group end, and the stage with the latest phase.
         const std::size_t np = job.phases.size();
         std::vector<uint64_t> sums{localDone ? 1u : 0u};
         sums.insert(sums.end(), posted.begin(), posted.end());
-        std::vector<int64_t> last(np);
-        std::vector<int64_t> first(np);
+        std::vector<int64_t> ends;
         for (std::size_t p = 0; p < np; ++p)
         {
-            last[p] = phases[p].lastEndPs < 0 ? INT64_MIN : phases[p].lastEndPs;
-            first[p] = phases[p].firstEndPs < 0 ? INT64_MAX : phases[p].firstEndPs;
+            phases[p].groupEndPs.resize(phases[p].comms.size(), -1);
+            ends.insert(ends.end(), phases[p].groupEndPs.begin(), phases[p].groupEndPs.end());
         }
         several->Sum(sums);
-        several->Max(last);
-        several->Min(first);
+        several->Max(ends);
+        std::vector<int64_t> last(np, INT64_MIN);
+        std::vector<int64_t> first(np, INT64_MAX);
+        std::size_t at = 0;
+        for (std::size_t p = 0; p < np; ++p)
+        {
+            for (std::size_t g = 0; g < phases[p].comms.size(); ++g, ++at)
+            {
+                if (ends[at] >= 0)
+                {
+                    last[p] = std::max(last[p], ends[at]);
+                    first[p] = std::min(first[p], ends[at]);
+                }
+            }
+        }
         std::copy(sums.begin() + 1, sums.end(), posted.begin());
         if (sums[0] == several->Ranks())
         {
