@@ -238,13 +238,13 @@ RoceV2QueuePair::PullFrame(uint32_t port, FabricFrame& out)
     out = MakeFrame(h, payload, m_entropy, true);
     if (tx.sndNxt < tx.highestSent)
     {
-        ++m_counters.retransmittedPackets;
+        ++SendSide().retransmittedPackets;
         if (m_traces)
         {
             m_traces->retransmit(tx.sndNxt, 0);
         }
     }
-    ++m_counters.dataPacketsSent;
+    ++SendSide().dataPacketsSent;
     ++tx.sndNxt;
     tx.highestSent = std::max(tx.highestSent, tx.sndNxt);
     // Pacing: the next packet may start one wire-time at the current rate after this one.
@@ -294,7 +294,7 @@ RoceV2QueuePair::RtoCheck()
         ArmRto(); // progress since the timer was set: check again later
         return;
     }
-    ++m_counters.timeouts;
+    ++SendSide().timeouts;
     NS_LOG_INFO("NIC " << m_nic->GetNicId() << " QP " << m_qpn << ": retransmission timeout, "
                        << tx.highestSent - tx.sndUna << " packets outstanding");
     tx.ccOps->OnTimeout(tx.cc, 0);
@@ -366,11 +366,11 @@ RoceV2QueuePair::SendAck(RdmaOpcode op, uint32_t port)
     m_nic->SendControl(port, MakeFrame(a, 0, m_entropy, false));
     if (op == RdmaOpcode::Nak)
     {
-        ++m_counters.naksSent;
+        ++ReceiveSide().naksSent;
     }
     else
     {
-        ++m_counters.acksSent;
+        ++ReceiveSide().acksSent;
     }
 }
 
@@ -380,7 +380,6 @@ RoceV2QueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
     // The lines of this object Receive reads (the first is in cache), then the sender's.
     if (stage == 0)
     {
-        __builtin_prefetch(&m_counters);
         __builtin_prefetch(&m_nic);
         __builtin_prefetch(&m_tx);
         __builtin_prefetch(&m_epsn);
@@ -389,9 +388,14 @@ RoceV2QueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
             PrefetchPlacement();
         }
     }
-    else if (stage == 1 && h.opcode != RdmaOpcode::Data && m_tx)
+    else if (stage == 1 && h.opcode == RdmaOpcode::Data)
+    {
+        PrefetchReceiveBook();
+    }
+    else if (stage == 1 && m_tx)
     {
         PrefetchRange(m_tx.get(), sizeof(Sender));
+        PrefetchSendBook();
     }
 }
 
@@ -401,7 +405,7 @@ RoceV2QueuePair::ReleaseState()
     // A QP that went back may still have copies in flight: its peer would acknowledge them
     // again, and those ACKs share the fabric, so it stays open.
     if (!m_sendQueue.Empty() || GetSndUna() != m_psnEnd || GetPendingReceives() != 0 ||
-        m_counters.retransmittedPackets > 0 || (m_tx && m_tx->ccOps->HasPendingEvents()))
+        Retransmitted() > 0 || (m_tx && m_tx->ccOps->HasPendingEvents()))
     {
         return false;
     }
@@ -423,13 +427,13 @@ RoceV2QueuePair::PreparePull(uint32_t, uint32_t stage) const
 {
     if (stage == 0)
     {
-        __builtin_prefetch(&m_counters);
         __builtin_prefetch(&m_nic);
         __builtin_prefetch(&m_tx);
     }
     else if (stage == 1 && m_tx)
     {
         PrefetchRange(m_tx.get(), sizeof(Sender));
+        PrefetchSendBook();
     }
 }
 
@@ -443,7 +447,7 @@ RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData
         {
             if (frame.ecn == ECN_CE)
             {
-                ++m_counters.ecnMarkedReceived;
+                ++ReceiveSide().ecnMarkedReceived;
                 if (m_lastCnpPs < 0 || now - m_lastCnpPs >= m_cnpInterval.GetPicoSeconds())
                 {
                     m_lastCnpPs = now;
@@ -451,7 +455,7 @@ RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData
                     c.opcode = RdmaOpcode::Cnp;
                     c.destQpn = m_remoteQpn;
                     m_nic->SendControl(port, MakeFrame(c, 0, m_entropy, false));
-                    ++m_counters.cnpsSent;
+                    ++ReceiveSide().cnpsSent;
                 }
             }
             uint32_t payload = PayloadOf(frame, h);
@@ -469,7 +473,7 @@ RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData
             }
             else if (h.psn > m_epsn)
             {
-                ++m_counters.outOfOrderDropped;
+                ++ReceiveSide().outOfOrderDropped;
                 if (m_lastNakPsn != m_epsn || now - m_lastNakPs >= m_nakInterval.GetPicoSeconds())
                 {
                     m_lastNakPsn = m_epsn;
@@ -479,7 +483,7 @@ RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData
             }
             else
             {
-                ++m_counters.duplicatePackets;
+                ++ReceiveSide().duplicatePackets;
                 SendAck(RdmaOpcode::Ack, port); // the sender may have missed our ACK
             }
             break;
