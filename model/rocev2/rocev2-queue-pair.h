@@ -36,8 +36,9 @@ class RoceV2QueuePair : public QueuePair
     void PrepareReceive(const RdmaFields& h, uint32_t stage) const override;
     void PreparePull(uint32_t port, uint32_t stage) const override;
     /// A RoCEv2 QP keeps no state apart from itself: once everything it sent is
-    /// acknowledged, it stops its idle timers, frees its empty send queue and may close. A
-    /// QP that retransmitted, or whose DCQCN is still recovering its rate, stays open.
+    /// acknowledged, it stops its idle timers, frees its sender state (DCQCN's included) and
+    /// its empty send queue, and may close. A QP that retransmitted, or whose DCQCN is still
+    /// recovering its rate, keeps them and stays open.
     bool ReleaseState() override;
     bool HasReleasableState() const override { return true; }
 
