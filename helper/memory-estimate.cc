@@ -57,11 +57,15 @@ struct TransportCosts
 {
     // A QP pair with one message (4 KiB) through it, from a stream workload's permutation
     // with 1, 16 and 64 QPs per flow (2k-131k QPs): MetaRoCE 3.86 KB, RoCEv2 2.53 KB, the
-    // streams' own record of each pair included (rounded up, as the other costs).
+    // streams' own record of each pair included (rounded up, as the other costs). Since the QPs'
+    // counters (and RoCEv2's sender state) moved out of line, 643 B less per RoCEv2 pair and
+    // 130 B per MetaRoCE pair (64 QPs per flow, 65k pairs: RoCEv2 189.8 -> 147.7 MB above
+    // the fabric, MetaRoCE 286.9 -> 278.4 MB).
     double streamPair;
     // A collective's QP pair that stays open (an all-to-all of 256 KiB on 128 and 256 ranks,
     // two iterations: 32k-65k pairs, the connection record and the plan included): MetaRoCE
-    // 3.3-3.5 KB, RoCEv2 2.2-2.3 KB.
+    // 3.3-3.5 KB, RoCEv2 2.2-2.3 KB; since, 615 B and 130 B less per pair (256 ranks: RoCEv2
+    // 141.4 -> 101.2 MB above the fabric, MetaRoCE 221.6 -> 213.1 MB).
     double livePair;
     // A connection of a last-use collective that closes once done (the same all-to-all, one
     // iteration, 128-384 ranks: 16k-147k connections): 0.50 KB and 0.46 KB each, the plan
@@ -87,8 +91,8 @@ struct TransportCosts
     double perPath;
 };
 
-constexpr TransportCosts kMetaRoce{3900, 3500, 450, 0.23, 50e3, 5e3, 1.8e3, 30e3, 300};
-constexpr TransportCosts kRoceV2{2600, 2350, 420, 0.065, 16e3, 23e3, 0, 23e3, 0};
+constexpr TransportCosts kMetaRoce{3800, 3400, 450, 0.23, 50e3, 5e3, 1.8e3, 30e3, 300};
+constexpr TransportCosts kRoceV2{2000, 1750, 420, 0.065, 16e3, 23e3, 0, 23e3, 0};
 
 // Raw traffic (no transport): a record per (flow, plane, entropy): 163 B (1k NICs x 8 planes,
 // 1 vs 64 entropies per flow, 5 us: +84 MB for 516k more records). An endpoint per host is

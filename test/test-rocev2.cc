@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <malloc.h>
 
 using namespace ns3;
 using namespace ns3::metaroce;
@@ -232,6 +233,92 @@ TEST_CASE("DCQCN: two flows on one bottleneck converge to a fair share", "[rocev
         jainSum += jain;
     }
     CHECK(jainSum / 4 > 0.98);
+}
+
+namespace
+{
+/// Bytes glibc's heap has in use (0 under another allocator, which the test then skips).
+std::size_t
+HeapInUse()
+{
+    return mallinfo2().uordblks;
+}
+} // namespace
+
+TEST_CASE("A RoCEv2 QP that never sent, or released its state, holds at most half of before",
+          "[rocev2][memory]")
+{
+    // A tree all-reduce holds 96 QPs per rank at once (16 channels, parent and two children,
+    // both ends): their size decides whether a 100k-rank job fits in memory. Before the
+    // sender state and the counters moved out of line, a QP cost 616 bytes of object and
+    // 656 with its heap blocks (glibc, before sending), 877 per QP once a pair had carried a
+    // message and released its state (1,051 under DCQCN).
+    CHECK(sizeof(RoceV2QueuePair) <= 232);
+    {
+        std::vector<std::unique_ptr<char[]>> blocks(1000);
+        std::size_t before = HeapInUse();
+        for (auto& b : blocks)
+        {
+            b.reset(new char[100]);
+        }
+        if (HeapInUse() < before + 100000)
+        {
+            WARN("not glibc's malloc: the heap bytes are not measured");
+            return;
+        }
+    }
+    for (const char* cc : {"ns3::metaroce::RdmaNoCongestionControl", "ns3::metaroce::Dcqcn"})
+    {
+        INFO(cc);
+        SimGuard guard;
+        World w(SmallFpf(4, 1, 4), cc);
+        const uint32_t n = 1000;
+        Ptr<RdmaNic> na = w.rdma->Nic(0);
+        Ptr<RdmaNic> nb = w.rdma->Nic(2);
+        std::vector<std::pair<uint32_t, uint32_t>> qpns; // reserved first: the NICs' tables
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            qpns.emplace_back(na->ReserveQpn(), nb->ReserveQpn());
+        }
+        std::vector<Ptr<QueuePair>> tx;
+        std::vector<Ptr<QueuePair>> rx;
+        tx.reserve(n);
+        rx.reserve(n);
+        w.rdma->QpFactory().Create(); // the prototype
+        const std::size_t start = HeapInUse();
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            Ptr<QueuePair> a = w.rdma->QpFactory().Create();
+            Ptr<QueuePair> b = w.rdma->QpFactory().Create();
+            na->AttachQueuePair(qpns[i].first, a);
+            nb->AttachQueuePair(qpns[i].second, b);
+            a->Connect(2, qpns[i].second);
+            b->Connect(0, qpns[i].first);
+            b->SetReceiveHandler([](const RdmaCompletion&) {});
+            tx.push_back(a);
+            rx.push_back(b);
+        }
+        const double idle = static_cast<double>(HeapInUse() - start) / (2 * n);
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            tx[i]->PostSend(4 * 4096);
+        }
+        Simulator::Run();
+        uint32_t released = 0;
+        for (uint32_t i = 0; i < n; ++i)
+        {
+            CHECK_FALSE(StaticCast<RoceV2QueuePair>(rx[i])->HasSenderState());
+            released += tx[i]->ReleaseState() ? 1 : 0;
+            released += rx[i]->ReleaseState() ? 1 : 0;
+            CHECK(rx[i]->GetCounters().bytesDelivered == 4 * 4096); // the counters stay
+        }
+        CHECK(released == 2 * n);
+        const double after = static_cast<double>(HeapInUse() - start) / (2 * n);
+        INFO("bytes per QP: never sent " << idle << ", released " << after);
+        CHECK(idle <= 656 / 2);
+        CHECK(after <= 877 / 2);
+        CHECK_FALSE(StaticCast<RoceV2QueuePair>(tx[0])->HasSenderState());
+    }
 }
 
 TEST_CASE("RoCEv2 attributes reject bad values", "[rocev2][input]")

@@ -239,7 +239,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         if (retx)
         {
             h.flags |= RdmaHeader::kFlagRetransmit;
-            ++m_counters.retransmittedPackets;
+            ++SendSide().retransmittedPackets;
             if (m_traces)
             {
                 m_traces->retransmit(m_tx->paths.Body(slot).psnNext, slot);
@@ -250,7 +250,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
             (std::find(pl.paths.begin(), pl.paths.end(), static_cast<uint16_t>(slot)) -
              pl.paths.begin()) +
             1);
-        ++m_counters.dataPacketsSent;
+        ++SendSide().dataPacketsSent;
     }
     m_tx->paths.RecordSend(slot, rec, now, h);
     out = MakeFrame(h, payload, m_tx->paths.Head(slot).entropy, true);
@@ -301,7 +301,7 @@ MetaRoceQueuePair::AckChunk(const TxRecord& r)
     }
     if (r.msg < m_sendQueueBase || Msg(r.msg).ackedPkts.test(r.pkt))
     {
-        ++m_counters.spuriousRetransmissions; // two copies of this chunk arrived
+        ++SendSide().spuriousRetransmissions; // two copies of this chunk arrived
         return 0;
     }
     SendMessage& m = Msg(r.msg);

@@ -530,7 +530,7 @@ MetaRoceQueuePair::Housekeeping()
 void
 MetaRoceQueuePair::PathTimedOut(uint32_t dense, bool probing)
 {
-    ++m_counters.timeouts;
+    ++SendSide().timeouts;
     if (!probing)
     {
         m_tx->ccOps->OnTimeout(m_tx->paths.Window(), dense);
@@ -580,7 +580,6 @@ MetaRoceQueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
     if (stage == 0)
     {
         // The lines of this object that Receive reads (the first is in cache).
-        __builtin_prefetch(&m_counters);
         __builtin_prefetch(&m_nic);
         __builtin_prefetch(&m_ackInterval);
         if (ack)
@@ -603,6 +602,7 @@ MetaRoceQueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
         if (stage == 1)
         {
             PrefetchRange(m_tx.get(), sizeof(Sender));
+            PrefetchSendBook();
         }
         else if (h.path < m_tx->paths.NSlots())
         {
@@ -616,6 +616,7 @@ MetaRoceQueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
     if (stage == 1)
     {
         __builtin_prefetch(PeekPointer(m_hint));
+        PrefetchReceiveBook();
     }
     m_receiver.Prefetch(h.path, stage);
 }
@@ -625,7 +626,6 @@ MetaRoceQueuePair::PreparePull(uint32_t port, uint32_t stage) const
 {
     if (stage == 0)
     {
-        __builtin_prefetch(&m_counters);
         __builtin_prefetch(&m_nic);
         __builtin_prefetch(&m_pathWindowCap);
         __builtin_prefetch(&m_tx);
@@ -633,6 +633,7 @@ MetaRoceQueuePair::PreparePull(uint32_t port, uint32_t stage) const
     else if (m_tx != nullptr)
     {
         PrefetchRange(m_tx.get(), sizeof(Sender));
+        PrefetchSendBook();
     }
 }
 
@@ -643,7 +644,7 @@ MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHead
         m_receiver.OnData(port, frame.entropy, frame.ecn == ECN_CE, h, m_ackInterval);
     if (a.ecnMarked)
     {
-        ++m_counters.ecnMarkedReceived;
+        ++ReceiveSide().ecnMarkedReceived;
     }
     uint32_t payload = PayloadOf(frame, h);
     if ((h.flags & RdmaHeader::kFlagProbe) == 0)
@@ -679,7 +680,7 @@ MetaRoceQueuePair::SendPathAck(uint32_t pathId)
     uint8_t port = 0;
     uint16_t entropy = 0;
     m_receiver.MakeAck(pathId, m_remoteQpn, m_hint->HintBps(this), a, port, entropy);
-    ++m_counters.acksSent;
+    ++ReceiveSide().acksSent;
     m_nic->SendControl(port, MakeFrame(a, 0, entropy, false));
 }
 
@@ -687,7 +688,7 @@ bool
 MetaRoceQueuePair::ReleaseState()
 {
     // Probes are counted with the sender state, which goes below: remember them.
-    m_sentCopies = m_sentCopies || m_counters.retransmittedPackets > 0 ||
+    m_sentCopies = m_sentCopies || Retransmitted() > 0 ||
                    (m_tx != nullptr && m_tx->paths.Counters().probesSent > 0);
     if (m_tx != nullptr)
     {

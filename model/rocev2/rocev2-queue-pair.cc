@@ -27,7 +27,7 @@ RoceV2QueuePair::GetTypeId()
             .AddConstructor<RoceV2QueuePair>()
             .AddAttribute("Port", "NIC port (= plane) the QP is pinned to.", UintegerValue(0),
                           MakeUintegerAccessor(&RoceV2QueuePair::m_port),
-                          MakeUintegerChecker<uint32_t>(0, 31))
+                          MakeUintegerChecker<uint8_t>(0, 31))
             .AddAttribute("Entropy", "UDP source port: the one ECMP path of this QP.",
                           UintegerValue(49152), MakeUintegerAccessor(&RoceV2QueuePair::m_entropy),
                           MakeUintegerChecker<uint16_t>())
@@ -35,7 +35,7 @@ RoceV2QueuePair::GetTypeId()
                           "Data packets per ACK (ACK coalescing); the last packet of a message "
                           "is always acknowledged. Assumption: 1, as the reference simulators.",
                           UintegerValue(1), MakeUintegerAccessor(&RoceV2QueuePair::m_ackInterval),
-                          MakeUintegerChecker<uint32_t>(1, 1024))
+                          MakeUintegerChecker<uint16_t>(1, 1024))
             .AddAttribute("NakInterval",
                           "Minimum time between two NAKs for the same expected PSN. Default "
                           "4 us (ConWeave's setting; HPCC uses 500 us).",
@@ -90,65 +90,70 @@ RoceV2QueuePair::Clone() const
 }
 
 void
+RoceV2QueuePair::PinToPort(uint32_t port)
+{
+    NS_ABORT_MSG_IF(port > 31, "RoceV2QueuePair: port " << port << " is not a NIC port (0-31)");
+    m_port = static_cast<uint8_t>(port);
+}
+
+void
 RoceV2QueuePair::DoDispose()
 {
-    m_wakeEvent.Cancel();
-    m_rtoEvent.Cancel();
-    if (m_ccOps)
+    if (m_tx)
     {
-        m_ccOps->Dispose();
+        m_tx->wakeEvent.Cancel();
+        m_tx->rtoEvent.Cancel();
+        m_tx->ccOps->Dispose();
+        m_tx.reset();
     }
-    m_ccOps = nullptr;
-    m_cc.onRateChange = nullptr;
     QueuePair::DoDispose();
 }
 
 void
 RoceV2QueuePair::InitTraces(QueuePairTraces& t)
 {
-    t.rate = m_cc.rateBps;
+    t.rate = GetRateBps();
 }
 
-void
-RoceV2QueuePair::DoInitialize()
+RoceV2QueuePair::Sender&
+RoceV2QueuePair::Tx()
 {
-    EnsureCc();
-    QueuePair::DoInitialize();
-}
-
-void
-RoceV2QueuePair::EnsureCc()
-{
-    if (m_ccOps)
+    if (m_tx)
     {
-        return;
+        return *m_tx;
     }
+    m_tx.reset(new Sender);
+    Sender& tx = *m_tx;
+    // Everything before m_psnEnd was acknowledged (a released sender), or nothing was sent.
+    tx.sndNxt = tx.sndUna = tx.highestSent = m_psnEnd;
+    tx.txMsg = m_sendQueueBase;
     double line = static_cast<double>(m_nic->GetPort(m_port)->GetDataRate().GetBitRate());
-    m_cc.lineRateBps = line;
-    m_cc.rateBps = line;
+    tx.cc.lineRateBps = line;
+    tx.cc.rateBps = line;
     if (m_traces)
     {
         m_traces->rate = line; // a sink connected before the QP started
     }
-    m_cc.mtu = m_mtu;
-    m_cc.paths.resize(1);
-    m_cc.onRateChange = [this]()
+    tx.cc.mtu = m_mtu;
+    tx.cc.paths.resize(1);
+    tx.cc.onRateChange = [this]()
     {
         // A new rate re-times the next packet from the last one sent.
         if (m_traces)
         {
-            m_traces->rate = m_cc.rateBps;
+            m_traces->rate = m_tx->cc.rateBps;
         }
         Wake();
     };
-    m_ccOps = NewCongestionOps(m_ccType);
-    m_ccOps->Init(m_cc);
+    tx.ccOps = NewCongestionOps(m_ccType);
+    tx.ccOps->Init(tx.cc);
+    return tx;
 }
 
 void
 RoceV2QueuePair::OnPosted()
 {
-    EnsureCc();
+    Tx();
     SendMessage& m = m_sendQueue.Back();
     m.firstPsn = m_psnEnd;
     m_psnEnd += m.packets;
@@ -158,7 +163,7 @@ RoceV2QueuePair::OnPosted()
 void
 RoceV2QueuePair::Wake()
 {
-    if (m_sndNxt < m_psnEnd && m_nic != nullptr)
+    if (m_tx && m_tx->sndNxt < m_psnEnd && m_nic != nullptr)
     {
         m_nic->NotifyReady(this, m_port);
     }
@@ -167,10 +172,10 @@ RoceV2QueuePair::Wake()
 void
 RoceV2QueuePair::ScheduleWake(int64_t now)
 {
-    if (!IsPending(m_wakeEvent))
+    if (!IsPending(m_tx->wakeEvent))
     {
-        m_wakeEvent =
-            Simulator::Schedule(PicoSeconds(m_nextSendPs - now), &RoceV2QueuePair::Wake, this);
+        m_tx->wakeEvent =
+            Simulator::Schedule(PicoSeconds(m_tx->nextSendPs - now), &RoceV2QueuePair::Wake, this);
     }
 }
 
@@ -198,67 +203,68 @@ RoceV2QueuePair::MessageOf(uint32_t psn)
 PullResult
 RoceV2QueuePair::PullFrame(uint32_t port, FabricFrame& out)
 {
-    if (m_sndNxt >= m_psnEnd)
+    if (!m_tx || m_tx->sndNxt >= m_psnEnd)
     {
         return PullResult::Nothing;
     }
-    if (m_windowPackets != 0 && m_sndNxt - m_sndUna >= m_windowPackets)
+    Sender& tx = *m_tx;
+    if (m_windowPackets != 0 && tx.sndNxt - tx.sndUna >= m_windowPackets)
     {
         return PullResult::Nothing; // an ACK will wake us
     }
     int64_t now = NowPs();
-    if (now < m_nextSendPs)
+    if (now < tx.nextSendPs)
     {
         ScheduleWake(now);
         return PullResult::Nothing;
     }
-    while (m_txMsg - m_sendQueueBase < m_sendQueue.Size() &&
-           Msg(m_txMsg).firstPsn + Msg(m_txMsg).packets <= m_sndNxt)
+    while (tx.txMsg - m_sendQueueBase < m_sendQueue.Size() &&
+           Msg(tx.txMsg).firstPsn + Msg(tx.txMsg).packets <= tx.sndNxt)
     {
-        ++m_txMsg;
+        ++tx.txMsg;
     }
-    const SendMessage& m = Msg(m_txMsg);
-    uint32_t idx = m_sndNxt - m.firstPsn;
+    const SendMessage& m = Msg(tx.txMsg);
+    uint32_t idx = tx.sndNxt - m.firstPsn;
     uint64_t offset = static_cast<uint64_t>(idx) * m_mtu;
     uint32_t payload = static_cast<uint32_t>(std::min<uint64_t>(m_mtu, m.bytes - offset));
     RdmaHeaderData h;
     h.opcode = RdmaOpcode::Data;
     h.destQpn = m_remoteQpn;
-    h.psn = m_sndNxt;
+    h.psn = tx.sndNxt;
     h.stream = m.stream;
     h.msgId = m.seq;
     h.offset = offset;
     h.msgBytes = static_cast<uint32_t>(m.bytes);
     out = MakeFrame(h, payload, m_entropy, true);
-    if (m_sndNxt < m_highestSent)
+    if (tx.sndNxt < tx.highestSent)
     {
-        ++m_counters.retransmittedPackets;
+        ++SendSide().retransmittedPackets;
         if (m_traces)
         {
-            m_traces->retransmit(m_sndNxt, 0);
+            m_traces->retransmit(tx.sndNxt, 0);
         }
     }
-    ++m_counters.dataPacketsSent;
-    ++m_sndNxt;
-    m_highestSent = std::max(m_highestSent, m_sndNxt);
+    ++SendSide().dataPacketsSent;
+    ++tx.sndNxt;
+    tx.highestSent = std::max(tx.highestSent, tx.sndNxt);
     // Pacing: the next packet may start one wire-time at the current rate after this one.
-    if (m_cc.rateBps < m_cc.lineRateBps)
+    if (tx.cc.rateBps < tx.cc.lineRateBps)
     {
-        m_nextSendPs = now + static_cast<int64_t>(out.wireBytes * 8e12 / m_cc.rateBps);
+        tx.nextSendPs = now + static_cast<int64_t>(out.wireBytes * 8e12 / tx.cc.rateBps);
     }
     else
     {
-        m_nextSendPs = now;
+        tx.nextSendPs = now;
     }
-    if (!IsPending(m_rtoEvent))
+    if (!IsPending(tx.rtoEvent))
     {
-        m_lastProgressPs = now;
+        tx.lastProgressPs = now;
         ArmRto();
     }
-    bool more = m_sndNxt < m_psnEnd &&
-                (m_windowPackets == 0 || m_sndNxt - m_sndUna < m_windowPackets) &&
-                m_nextSendPs <= now;
-    if (!more && m_sndNxt < m_psnEnd && m_nextSendPs > now)
+    bool more = tx.sndNxt < m_psnEnd &&
+                (m_windowPackets == 0 || tx.sndNxt - tx.sndUna < m_windowPackets) &&
+                tx.nextSendPs <= now;
+    if (!more && tx.sndNxt < m_psnEnd && tx.nextSendPs > now)
     {
         ScheduleWake(now);
     }
@@ -268,78 +274,82 @@ RoceV2QueuePair::PullFrame(uint32_t port, FabricFrame& out)
 void
 RoceV2QueuePair::ArmRto()
 {
-    m_rtoEvent =
-        Simulator::Schedule(PicoSeconds(m_lastProgressPs + m_rto.GetPicoSeconds() - NowPs()),
+    Sender& tx = *m_tx;
+    tx.rtoEvent =
+        Simulator::Schedule(PicoSeconds(tx.lastProgressPs + m_rto.GetPicoSeconds() - NowPs()),
                             &RoceV2QueuePair::RtoCheck, this);
 }
 
 void
 RoceV2QueuePair::RtoCheck()
 {
-    if (m_sndUna >= m_highestSent)
+    Sender& tx = *m_tx;
+    if (tx.sndUna >= tx.highestSent)
     {
         return; // nothing outstanding: the timer stops
     }
     int64_t now = NowPs();
-    if (now - m_lastProgressPs < m_rto.GetPicoSeconds())
+    if (now - tx.lastProgressPs < m_rto.GetPicoSeconds())
     {
         ArmRto(); // progress since the timer was set: check again later
         return;
     }
-    ++m_counters.timeouts;
+    ++SendSide().timeouts;
     NS_LOG_INFO("NIC " << m_nic->GetNicId() << " QP " << m_qpn << ": retransmission timeout, "
-                       << m_highestSent - m_sndUna << " packets outstanding");
-    m_ccOps->OnTimeout(m_cc, 0);
-    m_lastProgressPs = now;
-    GoBack(m_sndUna);
+                       << tx.highestSent - tx.sndUna << " packets outstanding");
+    tx.ccOps->OnTimeout(tx.cc, 0);
+    tx.lastProgressPs = now;
+    GoBack(tx.sndUna);
     ArmRto();
 }
 
 void
 RoceV2QueuePair::GoBack(uint32_t psn)
 {
+    Sender& tx = *m_tx;
     NS_LOG_INFO("NIC " << m_nic->GetNicId() << " QP " << m_qpn << ": go-back-N from PSN "
-                       << m_sndNxt << " to " << psn);
-    m_sndNxt = psn;
-    m_txMsg = MessageOf(psn);
+                       << tx.sndNxt << " to " << psn);
+    tx.sndNxt = psn;
+    tx.txMsg = MessageOf(psn);
     Wake();
 }
 
 void
 RoceV2QueuePair::OnAckPsn(uint32_t psn)
 {
-    if (psn <= m_sndUna)
+    Sender& tx = Tx();
+    if (psn <= tx.sndUna)
     {
         return;
     }
     uint64_t acked = 0;
-    m_sndUna = psn;
-    m_lastProgressPs = NowPs();
+    tx.sndUna = psn;
+    tx.lastProgressPs = NowPs();
     // Complete the messages whose every PSN is now acknowledged.
     while (!m_sendQueue.Empty())
     {
         SendMessage& m = m_sendQueue.Front();
-        if (m.done || m.firstPsn + m.packets > m_sndUna)
+        if (m.done || m.firstPsn + m.packets > tx.sndUna)
         {
             break;
         }
         acked += m.bytes;
         uint64_t front = m_sendQueueBase;
         MarkSent(m);
-        if (m_txMsg < m_sendQueueBase)
+        if (tx.txMsg < m_sendQueueBase)
         {
-            m_txMsg = m_sendQueueBase;
+            tx.txMsg = m_sendQueueBase;
         }
         if (m_sendQueueBase == front)
         {
             break;
         }
     }
-    if (m_sndNxt < m_sndUna)
+    if (tx.sndNxt < tx.sndUna)
     {
-        GoBack(m_sndUna);
+        GoBack(tx.sndUna);
     }
-    m_ccOps->OnAck(m_cc, 0, acked, -1, false);
+    tx.ccOps->OnAck(tx.cc, 0, acked, -1, false);
     if (m_windowPackets != 0)
     {
         Wake();
@@ -356,29 +366,36 @@ RoceV2QueuePair::SendAck(RdmaOpcode op, uint32_t port)
     m_nic->SendControl(port, MakeFrame(a, 0, m_entropy, false));
     if (op == RdmaOpcode::Nak)
     {
-        ++m_counters.naksSent;
+        ++ReceiveSide().naksSent;
     }
     else
     {
-        ++m_counters.acksSent;
+        ++ReceiveSide().acksSent;
     }
 }
 
 void
 RoceV2QueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
 {
-    // The lines of this object Receive reads (the first is in cache); one stage suffices.
+    // The lines of this object Receive reads (the first is in cache), then the sender's.
     if (stage == 0)
     {
-        __builtin_prefetch(&m_counters);
         __builtin_prefetch(&m_nic);
-        __builtin_prefetch(&m_cc);
-        __builtin_prefetch(&m_sndUna);
+        __builtin_prefetch(&m_tx);
         __builtin_prefetch(&m_epsn);
         if (h.opcode == RdmaOpcode::Data)
         {
             PrefetchPlacement();
         }
+    }
+    else if (stage == 1 && h.opcode == RdmaOpcode::Data)
+    {
+        PrefetchReceiveBook();
+    }
+    else if (stage == 1 && m_tx)
+    {
+        PrefetchRange(m_tx.get(), sizeof(Sender));
+        PrefetchSendBook();
     }
 }
 
@@ -387,15 +404,20 @@ RoceV2QueuePair::ReleaseState()
 {
     // A QP that went back may still have copies in flight: its peer would acknowledge them
     // again, and those ACKs share the fabric, so it stays open.
-    if (!m_sendQueue.Empty() || m_sndUna != m_psnEnd || GetPendingReceives() != 0 ||
-        m_counters.retransmittedPackets > 0 || (m_ccOps && m_ccOps->HasPendingEvents()))
+    if (!m_sendQueue.Empty() || GetSndUna() != m_psnEnd || GetPendingReceives() != 0 ||
+        Retransmitted() > 0 || (m_tx && m_tx->ccOps->HasPendingEvents()))
     {
         return false;
     }
     // Everything sent is acknowledged: the RTO check would find nothing outstanding and the
     // pacing wake nothing to send, so neither timer can change anything.
-    m_rtoEvent.Cancel();
-    m_wakeEvent.Cancel();
+    if (m_tx)
+    {
+        m_tx->rtoEvent.Cancel();
+        m_tx->wakeEvent.Cancel();
+        m_tx->ccOps->Dispose();
+        m_tx.reset();
+    }
     m_sendQueue.Release();
     return true;
 }
@@ -405,17 +427,19 @@ RoceV2QueuePair::PreparePull(uint32_t, uint32_t stage) const
 {
     if (stage == 0)
     {
-        __builtin_prefetch(&m_counters);
         __builtin_prefetch(&m_nic);
-        __builtin_prefetch(&m_cc);
-        __builtin_prefetch(&m_sndUna);
+        __builtin_prefetch(&m_tx);
+    }
+    else if (stage == 1 && m_tx)
+    {
+        PrefetchRange(m_tx.get(), sizeof(Sender));
+        PrefetchSendBook();
     }
 }
 
 void
 RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData& h)
 {
-    EnsureCc();
     int64_t now = NowPs();
     switch (h.opcode)
     {
@@ -423,7 +447,7 @@ RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData
         {
             if (frame.ecn == ECN_CE)
             {
-                ++m_counters.ecnMarkedReceived;
+                ++ReceiveSide().ecnMarkedReceived;
                 if (m_lastCnpPs < 0 || now - m_lastCnpPs >= m_cnpInterval.GetPicoSeconds())
                 {
                     m_lastCnpPs = now;
@@ -431,7 +455,7 @@ RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData
                     c.opcode = RdmaOpcode::Cnp;
                     c.destQpn = m_remoteQpn;
                     m_nic->SendControl(port, MakeFrame(c, 0, m_entropy, false));
-                    ++m_counters.cnpsSent;
+                    ++ReceiveSide().cnpsSent;
                 }
             }
             uint32_t payload = PayloadOf(frame, h);
@@ -449,7 +473,7 @@ RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData
             }
             else if (h.psn > m_epsn)
             {
-                ++m_counters.outOfOrderDropped;
+                ++ReceiveSide().outOfOrderDropped;
                 if (m_lastNakPsn != m_epsn || now - m_lastNakPs >= m_nakInterval.GetPicoSeconds())
                 {
                     m_lastNakPsn = m_epsn;
@@ -459,7 +483,7 @@ RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData
             }
             else
             {
-                ++m_counters.duplicatePackets;
+                ++ReceiveSide().duplicatePackets;
                 SendAck(RdmaOpcode::Ack, port); // the sender may have missed our ACK
             }
             break;
@@ -469,14 +493,14 @@ RoceV2QueuePair::Receive(uint32_t port, FabricFrame& frame, const RdmaHeaderData
             break;
         case RdmaOpcode::Nak:
             OnAckPsn(h.psn);
-            if (h.psn < m_sndNxt)
+            if (h.psn < m_tx->sndNxt)
             {
                 GoBack(h.psn);
             }
-            m_ccOps->OnLoss(m_cc, 0, 1);
+            m_tx->ccOps->OnLoss(m_tx->cc, 0, 1);
             break;
         case RdmaOpcode::Cnp:
-            m_ccOps->OnCnp(m_cc);
+            Tx().ccOps->OnCnp(m_tx->cc);
             break;
         default:
             break;

@@ -16,20 +16,6 @@ namespace ns3
 namespace metaroce
 {
 
-namespace
-{
-/// The per-stream counter of `stream`, grown on first use.
-uint32_t&
-StreamSlot(std::vector<uint32_t>& v, uint16_t stream)
-{
-    if (stream >= v.size())
-    {
-        v.resize(stream + 1u, 0);
-    }
-    return v[stream];
-}
-} // namespace
-
 NS_LOG_COMPONENT_DEFINE("QueuePair");
 NS_OBJECT_ENSURE_REGISTERED(QueuePair);
 
@@ -42,7 +28,7 @@ QueuePair::GetTypeId()
             .SetGroupName("MetaRoce")
             .AddAttribute("Mtu", "Payload bytes per packet (the RDMA path MTU).",
                           UintegerValue(4096), MakeUintegerAccessor(&QueuePair::m_mtu),
-                          MakeUintegerChecker<uint32_t>(64, 9000))
+                          MakeUintegerChecker<uint16_t>(64, 9000))
             .AddAttribute("DataTrafficClass",
                           "Traffic class of data packets (the PFC-protected class when PFC is "
                           "on). Assumption: 3, the usual RoCE priority.",
@@ -128,6 +114,36 @@ QueuePairFactory::Create() const
 
 QueuePair::~QueuePair() = default;
 
+QueuePair::Counters
+QueuePair::GetCounters() const
+{
+    Counters c;
+    if (m_sendBook)
+    {
+        const SendBook& s = *m_sendBook;
+        c.messagesPosted = s.messagesPosted;
+        c.bytesPosted = s.bytesPosted;
+        c.messagesSent = s.messagesSent;
+        c.dataPacketsSent = s.dataPacketsSent;
+        c.retransmittedPackets = s.retransmittedPackets;
+        c.spuriousRetransmissions = s.spuriousRetransmissions;
+        c.timeouts = s.timeouts;
+    }
+    if (m_recvBook)
+    {
+        const RecvBook& r = *m_recvBook;
+        c.messagesReceived = r.messagesReceived;
+        c.bytesDelivered = r.bytesDelivered;
+        c.duplicatePackets = r.duplicatePackets;
+        c.outOfOrderDropped = r.outOfOrderDropped;
+        c.acksSent = r.acksSent;
+        c.naksSent = r.naksSent;
+        c.cnpsSent = r.cnpsSent;
+        c.ecnMarkedReceived = r.ecnMarkedReceived;
+    }
+    return c;
+}
+
 QueuePairTraces&
 QueuePair::GetTraceBlock()
 {
@@ -144,7 +160,10 @@ QueuePair::DoDispose()
 {
     m_nic = nullptr;
     m_sendQueue.Clear();
-    m_recv.clear();
+    if (m_recvBook)
+    {
+        m_recvBook->messages.clear(); // the counters stay readable
+    }
     m_onReceive = nullptr;
     m_traces.reset();
     Object::DoDispose();
@@ -169,16 +188,17 @@ QueuePair::PostSend(uint64_t bytes, uint16_t stream, CompletionHandler onSent)
 {
     NS_ABORT_MSG_IF(m_nic == nullptr, "QueuePair::PostSend before the QP was added to a NIC");
     NS_ABORT_MSG_IF(bytes > 0xffffffffULL, "QueuePair::PostSend: a message is at most 4 GiB - 1");
+    SendBook& book = SendSide();
     SendMessage m;
     m.bytes = bytes;
     m.stream = stream;
-    m.seq = StreamSlot(m_nextSeqToPost, stream)++;
+    m.seq = book.nextSeqToPost[stream]++;
     m.postedPs = NowPs();
     m.packets = PacketsOf(bytes);
     m.onSent = std::move(onSent);
     m_sendQueue.PushBack(std::move(m));
-    ++m_counters.messagesPosted;
-    m_counters.bytesPosted += bytes;
+    ++book.messagesPosted;
+    book.bytesPosted += bytes;
     m_nic->NotePosted(bytes);
     OnPosted();
     return m_sendQueue.Back().seq;
@@ -194,15 +214,16 @@ QueuePair::MakeFrame(const RdmaHeaderData& h, uint32_t payload, uint16_t entropy
 bool
 QueuePair::Place(const RdmaHeaderData& h, uint32_t payload, bool trackPlacement)
 {
-    uint32_t& next = StreamSlot(m_nextSeqToComplete, h.stream);
+    RecvBook& book = ReceiveSide();
+    uint32_t& next = book.nextSeqToComplete[h.stream];
     if (h.msgId < next)
     {
-        ++m_counters.duplicatePackets; // the whole message already completed
+        ++book.duplicatePackets; // the whole message already completed
         return false;
     }
     auto key = std::make_pair(h.stream, h.msgId);
-    auto it = m_recv.find(key);
-    if (it == m_recv.end())
+    auto it = book.messages.find(key);
+    if (it == book.messages.end())
     {
         RecvMessage rm;
         rm.bytes = h.msgBytes;
@@ -211,12 +232,12 @@ QueuePair::Place(const RdmaHeaderData& h, uint32_t payload, bool trackPlacement)
         {
             rm.placed.resize(PacketsOf(h.msgBytes));
         }
-        it = m_recv.emplace(key, std::move(rm)).first;
+        it = book.messages.emplace(key, std::move(rm)).first;
     }
     RecvMessage& rm = it->second;
     if (rm.complete)
     {
-        ++m_counters.duplicatePackets;
+        ++book.duplicatePackets;
         return false;
     }
     if (trackPlacement)
@@ -224,13 +245,13 @@ QueuePair::Place(const RdmaHeaderData& h, uint32_t payload, bool trackPlacement)
         std::size_t idx = h.offset / m_mtu;
         if (idx >= rm.placed.size() || rm.placed.test(idx))
         {
-            ++m_counters.duplicatePackets;
+            ++book.duplicatePackets;
             return false;
         }
         rm.placed.set(idx);
     }
     rm.received += payload;
-    m_counters.bytesDelivered += payload;
+    book.bytesDelivered += payload;
     m_nic->NotePlaced(payload);
     bool whole = trackPlacement ? rm.placed.all() : h.offset + payload >= rm.bytes;
     if (whole)
@@ -238,19 +259,19 @@ QueuePair::Place(const RdmaHeaderData& h, uint32_t payload, bool trackPlacement)
         rm.complete = true;
         rm.placed.clear();
         rm.placed.shrink_to_fit();
-        ReleaseReceives(h.stream);
+        ReleaseReceives(book, h.stream);
     }
     return true;
 }
 
 void
-QueuePair::ReleaseReceives(uint16_t stream)
+QueuePair::ReleaseReceives(RecvBook& book, uint16_t stream)
 {
-    uint32_t& next = StreamSlot(m_nextSeqToComplete, stream);
+    uint32_t& next = book.nextSeqToComplete[stream];
     for (;;)
     {
-        auto it = m_recv.find(std::make_pair(stream, next));
-        if (it == m_recv.end() || !it->second.complete)
+        auto it = book.messages.find(std::make_pair(stream, next));
+        if (it == book.messages.end() || !it->second.complete)
         {
             return;
         }
@@ -270,9 +291,9 @@ QueuePair::ReleaseReceives(uint16_t stream)
         c.bytes = it->second.bytes;
         c.postedPs = it->second.postedPs;
         c.completedPs = NowPs();
-        m_recv.erase(it);
+        book.messages.erase(it);
         ++next;
-        ++m_counters.messagesReceived;
+        ++book.messagesReceived;
         if (m_postedReceives > 0)
         {
             --m_postedReceives;
@@ -297,7 +318,7 @@ QueuePair::MarkSent(SendMessage& m)
         SendMessage front = std::move(m_sendQueue.Front());
         m_sendQueue.PopFront();
         ++m_sendQueueBase;
-        ++m_counters.messagesSent;
+        ++m_sendBook->messagesSent;
         if (m_traces)
         {
             m_traces->sendComplete(front.stream, front.seq, front.bytes, Simulator::Now());

@@ -133,11 +133,27 @@ class QueuePair : public Object
     /// The NIC will soon pull a frame for `port`: prefetch what PullFrame will touch, in
     /// stages as PrepareReceive (stage 0: this object's first line is in cache).
     virtual void PreparePull(uint32_t port, uint32_t stage) const {}
-    /// Prefetches the lines of the receive bookkeeping Place reads (for PrepareReceive).
+    /// Prefetches the line of the receive bookkeeping's pointer (for PrepareReceive).
     void PrefetchPlacement() const
     {
-        __builtin_prefetch(&m_recv);
+        __builtin_prefetch(&m_recvBook);
         __builtin_prefetch(&m_onReceive);
+    }
+    /// Prefetches the receive bookkeeping Place reads, a stage after PrefetchPlacement.
+    void PrefetchReceiveBook() const
+    {
+        if (m_recvBook)
+        {
+            PrefetchRange(m_recvBook.get(), sizeof(RecvBook));
+        }
+    }
+    /// Prefetches the sending side's counters (for PreparePull).
+    void PrefetchSendBook() const
+    {
+        if (m_sendBook)
+        {
+            __builtin_prefetch(m_sendBook.get());
+        }
     }
     /// Prefetches the `bytes` of an object from `p` on (a helper for PrepareReceive).
     static void PrefetchRange(const void* p, std::size_t bytes)
@@ -201,7 +217,8 @@ class QueuePair : public Object
         }
     };
 
-    const Counters& GetCounters() const { return m_counters; }
+    /// The counters of both sides (a side that never ran reads zeros).
+    Counters GetCounters() const;
 
     /// The trace block, made now if no sink connected before (for the trace accessors).
     QueuePairTraces& GetTraceBlock();
@@ -217,7 +234,7 @@ class QueuePair : public Object
     /// Messages posted and not yet completed at the sender.
     std::size_t GetPendingSends() const { return m_sendQueue.Size(); }
     /// Messages partly received (state still held at the receiver).
-    std::size_t GetPendingReceives() const { return m_recv.size(); }
+    std::size_t GetPendingReceives() const { return m_recvBook ? m_recvBook->messages.size() : 0; }
     /// The application posts `n` receive buffers; each message received consumes one. Only
     /// MetaRoCE's rate hint reads them (a message needs no posted buffer to be received).
     void PostReceive(uint32_t n = 1) { m_postedReceives += n; }
@@ -253,6 +270,89 @@ class QueuePair : public Object
         bool complete{false};
     };
 
+    /// A number per stream: stream 0's in place (a QP pinned to a channel uses no other), the
+    /// others grown on use (streams are small numbers).
+    struct PerStream
+    {
+        uint32_t& operator[](uint16_t stream)
+        {
+            if (stream == 0)
+            {
+                return first;
+            }
+            if (stream > rest.size())
+            {
+                rest.resize(stream, 0);
+            }
+            return rest[stream - 1];
+        }
+
+        uint32_t first{0};
+        std::vector<uint32_t> rest;
+    };
+
+    /// What a QP keeps once it posted: its counters and streams' next sequence numbers.
+    /// Made at the first post: the receiving end of a connection (half of a collective's
+    /// QPs) never has one.
+    struct SendBook
+    {
+        uint64_t messagesPosted{0};
+        uint64_t bytesPosted{0};
+        uint64_t messagesSent{0};
+        uint64_t dataPacketsSent{0};
+        uint64_t retransmittedPackets{0};
+        uint64_t spuriousRetransmissions{0};
+        uint64_t timeouts{0};
+        PerStream nextSeqToPost;
+    };
+
+    /// What a QP keeps once data arrived: its counters, the messages partly received and
+    /// each stream's next message to complete. Made at the first data frame.
+    struct RecvBook
+    {
+        uint64_t messagesReceived{0};
+        uint64_t bytesDelivered{0};
+        uint64_t duplicatePackets{0};
+        uint64_t outOfOrderDropped{0};
+        uint64_t acksSent{0};
+        uint64_t naksSent{0};
+        uint64_t cnpsSent{0};
+        uint64_t ecnMarkedReceived{0};
+        std::map<std::pair<uint16_t, uint32_t>, RecvMessage> messages; //!< (stream, seq)
+        PerStream nextSeqToComplete;
+    };
+
+    /// An owning pointer that a copy (a prototype's Clone) leaves empty.
+    template <class T> struct BookPtr : std::unique_ptr<T>
+    {
+        BookPtr() = default;
+        BookPtr(const BookPtr&)
+            : std::unique_ptr<T>()
+        {
+        }
+    };
+
+    /// The sending side's counters and streams, made on first use.
+    SendBook& SendSide()
+    {
+        if (!m_sendBook)
+        {
+            m_sendBook.reset(new SendBook);
+        }
+        return *m_sendBook;
+    }
+    /// The receiving side's counters and messages, made on first use.
+    RecvBook& ReceiveSide()
+    {
+        if (!m_recvBook)
+        {
+            m_recvBook.reset(new RecvBook);
+        }
+        return *m_recvBook;
+    }
+    /// Packets this QP sent again (0 if it never sent).
+    uint64_t Retransmitted() const { return m_sendBook ? m_sendBook->retransmittedPackets : 0; }
+
     /// Hook: a message was posted (the subclass wakes its sender).
     virtual void OnPosted() {}
 
@@ -281,28 +381,26 @@ class QueuePair : public Object
     /// Gives a new trace block the QP's current values (window, rate).
     virtual void InitTraces(QueuePairTraces& t) {}
 
+    // Packed: a 100k-rank collective holds tens of millions of QPs.
     Ring<SendMessage> m_sendQueue; //!< lazily allocated: most QPs are idle most of the time
     uint32_t m_sendQueueBase{0};   //!< index of m_sendQueue.Front() among all messages posted
-    Counters m_counters;
-    RdmaNic* m_nic{nullptr};
     uint32_t m_qpn{0};
+    RdmaNic* m_nic{nullptr};
     uint32_t m_remoteNic{0};
     uint32_t m_remoteQpn{0};
-    uint32_t m_mtu{4096};
     uint32_t m_postedReceives{0};
+    uint16_t m_mtu{4096};
     uint8_t m_dataTc{3};
     uint8_t m_controlTc{6};
 
     LazyTraceBlock<QueuePairTraces> m_traces; //!< null until a sink connects
 
   private:
-    void ReleaseReceives(uint16_t stream);
+    void ReleaseReceives(RecvBook& book, uint16_t stream);
 
+    BookPtr<SendBook> m_sendBook; //!< null until the first post
+    BookPtr<RecvBook> m_recvBook; //!< null until the first data frame
     Ptr<RdmaCongestionOps> m_ccProto;
-
-    std::map<std::pair<uint16_t, uint32_t>, RecvMessage> m_recv; //!< (stream, seq)
-    std::vector<uint32_t> m_nextSeqToPost;     //!< [stream] (streams are small numbers)
-    std::vector<uint32_t> m_nextSeqToComplete; //!< [stream], receiver
     CompletionHandler m_onReceive;
 };
 

@@ -29,7 +29,8 @@ RdmaNoCongestionControl::GetTypeId()
 Ptr<RdmaCongestionOps>
 RdmaNoCongestionControl::Fork() const
 {
-    return CopyObject<RdmaNoCongestionControl>(this);
+    // It holds no state: one instance serves every QP (disposing it twice is harmless).
+    return Ptr<RdmaCongestionOps>(const_cast<RdmaNoCongestionControl*>(this));
 }
 
 } // namespace metaroce

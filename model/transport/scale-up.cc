@@ -224,7 +224,7 @@ ScaleUpQueuePair::NextChunk(uint32_t chunkBytes, RdmaHeaderData& h, uint32_t& pa
         ++m_nextMsg;
         m_offset = 0;
     }
-    ++m_counters.dataPacketsSent;
+    ++SendSide().dataPacketsSent;
     return true;
 }
 
