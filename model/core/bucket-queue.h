@@ -440,18 +440,17 @@ template <typename E, typename Order> class BucketQueue
         // A bucket is often filled in the order of the second key (ns-3's: uid order, which
         // is scheduling order); then a stable counting sort on the time within the bucket
         // yields (time, second key) order in two passes, where a large fabric's buckets (a
-        // thousand events) took std::sort ten compares per event. Anything else (a bucket put
-        // back by Unsettle, a hole filled by Remove) is sorted.
+        // thousand events) took std::sort ten compares per event.
         uint64_t width = uint64_t(1) << m_shift;
-        bool ordered = n >= 64 && m_shift <= 12;
-        for (std::size_t i = 1; ordered && i < n; ++i)
-        {
-            ordered = Order::SecondBefore(m_near[i - 1], m_near[i]);
-        }
-        if (!ordered)
+        if (n < 64 || m_shift > 12)
         {
             std::sort(m_near.begin(), m_near.end(), Later{});
             return;
+        }
+        bool ordered = true;
+        for (std::size_t i = 1; ordered && i < n; ++i)
+        {
+            ordered = Order::SecondBefore(m_near[i - 1], m_near[i]);
         }
         uint64_t start = m_nearBucket << m_shift;
         m_count.assign(width, 0);
@@ -475,6 +474,40 @@ template <typename E, typename Order> class BucketQueue
             m_sorted[m_count[e.key.m_ts - start]++] = e;
         }
         m_near.swap(m_sorted);
+        if (ordered)
+        {
+            return;
+        }
+        // Filled in another order (TieOrder node's ties, a bucket put back, a hole filled):
+        // the counting sort ordered the times; each time's few events are sorted here, where
+        // sorting the whole bucket took most of a large fabric's run.
+        for (std::size_t i = 0; i < n;)
+        {
+            std::size_t j = i + 1;
+            while (j < n && m_near[j].key.m_ts == m_near[i].key.m_ts)
+            {
+                ++j;
+            }
+            if (j - i > 16)
+            {
+                std::sort(m_near.begin() + i, m_near.begin() + j, Later{});
+            }
+            else
+            {
+                for (std::size_t k = i + 1; k < j; ++k)
+                {
+                    E x = m_near[k];
+                    std::size_t m = k;
+                    while (m > i && Later{}(x, m_near[m - 1]))
+                    {
+                        m_near[m] = m_near[m - 1];
+                        --m;
+                    }
+                    m_near[m] = x;
+                }
+            }
+            i = j;
+        }
     }
 
     uint32_t m_shift{10};     //!< bucket width = 2^m_shift time steps (1.024 ns at ps)
