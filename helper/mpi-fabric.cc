@@ -320,12 +320,8 @@ MpiFabric::SendPause(FabricChannel* link, uint32_t dir, int64_t atPs, uint8_t cl
 }
 
 void
-MpiFabric::Take(const uint8_t* p, std::size_t n)
+MpiFabric::Take(Kind kind, const uint8_t* p, std::size_t n)
 {
-    NS_ABORT_MSG_UNLESS(n >= 1, "empty record from another process");
-    const auto kind = static_cast<Kind>(p[0]);
-    ++p;
-    --n;
     if (kind == Kind::Frame)
     {
         uint32_t link = 0;
@@ -366,7 +362,8 @@ MpiFabric::Receive(Ptr<Packet> p)
 {
     std::vector<uint8_t> buf(p->GetSize());
     p->CopyData(buf.data(), static_cast<uint32_t>(buf.size()));
-    Take(buf.data(), buf.size());
+    NS_ABORT_MSG_UNLESS(!buf.empty(), "empty record from another process");
+    Take(static_cast<Kind>(buf[0]), buf.data() + 1, buf.size() - 1);
 }
 
 void
@@ -411,11 +408,7 @@ MpiFabric::Exchange()
     {
         RecordHead h;
         std::memcpy(&h, m_recvBuf.data() + at, sizeof(h));
-        // Take wants the kind first, then the record: the head's kind byte is that.
-        std::vector<uint8_t> rec(1 + h.bytes);
-        rec[0] = h.kind;
-        std::memcpy(rec.data() + 1, m_recvBuf.data() + at + sizeof(RecordHead), h.bytes);
-        Take(rec.data(), rec.size());
+        Take(static_cast<Kind>(h.kind), m_recvBuf.data() + at + sizeof(RecordHead), h.bytes);
         at += sizeof(RecordHead) + h.bytes;
     }
     m_syncNs += static_cast<uint64_t>(

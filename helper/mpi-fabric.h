@@ -90,7 +90,7 @@ class MpiFabric final : public FabricRemoteSink, public FastSimulatorImpl::Synch
     static FabricFrame ParseFrame(const uint8_t* p, std::size_t n, uint32_t& link, uint32_t& dir,
                                   uint8_t& downs);
     /// Takes one record (ns-3's engines: at its time; the own engine: at the exchange).
-    void Take(const uint8_t* p, std::size_t n);
+    void Take(Kind kind, const uint8_t* p, std::size_t n);
     void Receive(Ptr<Packet> p);
     uint32_t RankOfFarEnd(FabricChannel* link, uint32_t dir) const;
 
