@@ -1,6 +1,7 @@
 #include "memory-estimate.h"
 
 #include "json-reader.h"
+#include "model/collective/collective-plan.h"
 #include "model/collective/communicator.h"
 
 #include "ns3/object-factory.h"
@@ -277,27 +278,26 @@ ShapeOf(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes, uint32_t k,
     }
     else
     {
-        uint32_t perPeerCh = cfg.maxChannels;
-        while (perPeerCh > 1 && perPeerCh * ((k - 1 + 7) / 8) > cfg.p2pChannels)
-        {
-            perPeerCh /= 2;
-        }
-        uint64_t part = PartMax(bytes / k, perPeerCh);
-        uint64_t chunk = part < cfg.p2pChunkBytes       ? cfg.p2pChunkBytes / 4
-                         : part < 8 * cfg.p2pChunkBytes ? cfg.p2pChunkBytes / 2
-                                                        : cfg.p2pChunkBytes;
+        // The plan's own split (PlanDirect), taking the ranks to be on several nodes.
+        const uint32_t perPeerCh = P2pChannelsPerPeer(cfg.maxChannels, k, cfg);
+        const P2pSplit split = SplitP2p(bytes / k, perPeerCh, k, true, cfg);
+        const uint32_t nch = split.channels;
+        uint64_t part = std::max<uint64_t>(1, std::min<uint64_t>(split.partBytes, bytes / k));
+        uint64_t chunk = split.chunkBytes;
         double chunks = std::max<uint64_t>(1, PartMax(part, chunk));
-        perRank = (k - 1.0) * perPeerCh * (kInQueue + kOutQueue + chunks * kSendOp);
+        perRank = (k - 1.0) * nch * (kInQueue + kOutQueue + chunks * kSendOp);
         s.connections = static_cast<double>(k) * (k - 1);
-        s.pairsPerConn = multiplexed ? 1 : perPeerCh * std::min(qpc, chunks);
-        // A rank activates p2pPeersInFlight x perPeerCh queues, a peer's channels one after
-        // another, and a connection closes when all its channels are done: a few more peers
-        // than p2pPeersInFlight are in progress (64-rank groups, 4 channels per peer: about
-        // 12 by the measured peak).
-        s.activeConns =
-            static_cast<double>(k) * std::min<double>(k - 1, cfg.p2pPeersInFlight + perPeerCh);
-        s.outstanding = perPeerCh * std::min<double>(cfg.p2pChunksInFlight, chunks) *
-                        std::min<double>(part, chunk);
+        s.pairsPerConn = multiplexed ? 1 : nch * std::min(qpc, chunks);
+        // A rank has up to p2pPeersInFlight x p2pChannels parts in flight (PlanDirect), each
+        // with the proxy's share of NCCL_SHARED_STEPS chunks over a host's ranks.
+        const double peers =
+            static_cast<double>(cfg.p2pPeersInFlight) * cfg.p2pChannels / std::max(1u, nch);
+        s.activeConns = static_cast<double>(k) * std::min<double>(k - 1, peers);
+        const double batch =
+            std::max(1u, std::min(cfg.p2pPeersInFlight, std::max(1u, cfg.ranksPerHost)));
+        const double window = std::max(
+            1.0, std::min<double>(cfg.p2pChunksInFlight, std::floor(cfg.p2pSharedSteps / batch)));
+        s.outstanding = nch * std::min<double>(window, chunks) * std::min<double>(part, chunk);
     }
     s.planBytes = kPlanSlack * k * (kRankState + perRank);
     return s;

@@ -2,6 +2,7 @@
 // near line rate on an idle fabric, latency-bound small messages, edge cases.
 #include "helper/fabric-helper.h"
 #include "helper/rdma-helper.h"
+#include "model/collective/collective-plan.h"
 #include "model/collective/communicator.h"
 #include "test-util.h"
 
@@ -227,11 +228,11 @@ TEST_CASE("a last collective releases each connection's state when it is done, s
             }
             else
             {
-                // A pinned QP per channel a connection uses: 64 KiB to each peer goes over 2
-                // channels (2 x 100G NICs: ceil(25 / 14) channels per peer), of the 4 it may
-                // use (two trees' worth), so 2 of its 4 QP pairs open.
-                CHECK(kept[0] == 16 * 15 * 2);
-                CHECK(kept[5] == 2 * 16 * 15 * 2);
+                // A pinned QP per channel a connection uses: 2 x 100G NICs connect 2
+                // channels per peer (ceil(25 / 14)), but NCCL puts 64 KiB on one (a part of
+                // at least half a 128 KiB chunk), so one QP pair per connection opens.
+                CHECK(kept[0] == 16 * 15);
+                CHECK(kept[5] == 2 * 16 * 15);
             }
             if (loss > 0)
             {
@@ -319,8 +320,9 @@ TEST_CASE("an all-to-all smaller than its rank count sends empty messages and co
         World w(SmallFpf(16, 2, 8));
         auto r = w.Run(qp, 16, CollectiveOp::AllToAll, CollectiveAlgorithm::Direct, 8);
         INFO(qp);
-        // 2 x 100G NICs: ceil(25 GB/s / 14 GB/s) = 2 channels per peer, one empty message each
-        CHECK(r.messages == 16 * 15 * 2);
+        // 2 x 100G NICs: 2 channels per peer are connected, but NCCL puts an empty send on
+        // one of them: one empty message per peer
+        CHECK(r.messages == 16 * 15);
         CHECK(r.wireBytesPerRank == 0);
     }
 }
@@ -362,4 +364,46 @@ TEST_CASE("a step meets the endpoints' latency: kernel, proxy and doorbell out, 
         const int64_t added = 2 * 1800000 + (proto == NcclProto::Simple ? 1500000 : 0);
         CHECK(r.endPs - r.startPs - bare == added);
     }
+}
+
+TEST_CASE("a p2p send is split over channels as NCCL splits it", "[collective][p2p]")
+{
+    // NCCL (enqueue.cc, addP2pToPlan): Simple on network connections, 128 KiB chunks; parts of
+    // at least half a chunk on several nodes (an eighth on one), as many channels as the
+    // ranks leave (nChannelsMin), doubled while a part exceeds a chunk (32 on one node).
+    CollectiveConfig cfg; // 32 p2p channels, 128 KiB chunks
+    auto split = [&](uint64_t bytes, uint32_t perPeer, uint32_t k, bool multi)
+    { return SplitP2p(bytes, perPeer, k, multi, cfg); };
+    // 64 ranks, 4 channels per peer: one channel per send until a part passes 128 KiB.
+    CHECK(P2pChannelsPerPeer(8, 64, cfg) == 4);
+    CHECK(split(4096, 4, 64, true).channels == 1);
+    CHECK(split(4096, 4, 64, true).chunkBytes == 32 << 10);
+    CHECK(split(128 << 10, 4, 64, true).channels == 1);
+    CHECK(split(256 << 10, 4, 64, true).channels == 2);
+    CHECK(split(256 << 10, 4, 64, true).chunkBytes == 64 << 10);
+    CHECK(split(7 << 20, 4, 64, true).channels == 4);
+    CHECK(split(7 << 20, 4, 64, true).chunkBytes == 128 << 10);
+    // 8 ranks: up to 4 channels from the start, each part at least 64 KiB.
+    CHECK(split(4096, 4, 8, true).channels == 1);
+    const P2pSplit s = split(100 << 10, 4, 8, true);
+    CHECK(s.channels == 2);
+    CHECK(s.partBytes == 52 << 10); // 50 KiB rounded up to 4 KiB
+    CHECK(P2pPartBytes(s, 100 << 10, 0) == 52 << 10);
+    CHECK(P2pPartBytes(s, 100 << 10, 1) == 48 << 10);
+    // One node: parts of at least 16 KiB.
+    CHECK(split(100 << 10, 4, 8, false).channels == 4);
+    // An empty send: one channel.
+    CHECK(split(0, 4, 8, true).channels == 1);
+    CHECK(P2pPartBytes(split(0, 4, 8, true), 0, 0) == 0);
+}
+
+TEST_CASE("a small all-to-all sends one message per peer, not one per channel", "[collective][p2p]")
+{
+    SimGuard guard;
+    World w(SmallFpf(16, 2, 8));
+    // 16 ranks, 2 x 100G NICs (2 channels per peer): 16 KiB per peer fits one part of at
+    // least 64 KiB, so one message of 16 KiB to each peer on one channel.
+    auto r = w.Run(kRoce, 16, CollectiveOp::AllToAll, CollectiveAlgorithm::Direct, 16 * (16 << 10));
+    CHECK(r.messages == 16 * 15);
+    CHECK(r.wireBytesPerRank == 15 * (16 << 10));
 }

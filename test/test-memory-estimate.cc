@@ -52,7 +52,9 @@ TEST_CASE("memory estimate grows with queue pairs, messages in flight and ranks"
     MemoryEstimate r1024 = a2a(1024);
     CHECK(r256.connections == 256u * 255u);
     CHECK(r1024.connections == 1024u * 1023u);
-    CHECK(r1024.workloadBytes > 10 * r256.workloadBytes);
+    // Connections alive at once: every peer of a rank on 256 ranks, 256 of 1,023 (NCCL's p2p
+    // channels x sends per batch) on 1,024; the closed ones leave a record each.
+    CHECK(r1024.workloadBytes > 4 * r256.workloadBytes);
     // The parts add up to the total.
     CHECK(r1024.bytes == r1024.processBytes + r1024.fabricBytes + r1024.nicBytes +
                              r1024.workloadBytes + r1024.trafficBytes);

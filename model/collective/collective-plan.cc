@@ -430,21 +430,69 @@ PeerSchedule(uint32_t r, uint32_t k)
     return order;
 }
 
+uint32_t
+P2pChannelsPerPeer(uint32_t maxChannels, uint32_t ranks, const CollectiveConfig& cfg)
+{
+    uint32_t perPeerCh = std::max<uint32_t>(1, maxChannels);
+    while (perPeerCh > 1 && perPeerCh * ((ranks - 1 + 7) / 8) > cfg.p2pChannels)
+    {
+        perPeerCh /= 2;
+    }
+    return perPeerCh;
+}
+
+P2pSplit
+SplitP2p(uint64_t bytes, uint32_t perPeerCh, uint32_t ranks, bool multiNode,
+         const CollectiveConfig& cfg)
+{
+    P2pSplit s;
+    const uint64_t step = cfg.p2pChunkBytes;
+    uint32_t minCh = std::max<uint32_t>(1, perPeerCh);
+    while (minCh > 1 && uint64_t{minCh} * ranks > cfg.p2pChannels)
+    {
+        minCh /= 2;
+    }
+    const uint64_t minPart = std::max<uint64_t>(1, multiNode ? step / 2 : step / 8);
+    const uint64_t maxPart = multiNode ? step : step * 32;
+    auto divUp = [](uint64_t a, uint64_t b) { return (a + b - 1) / b; };
+    s.channels = static_cast<uint32_t>(
+        std::max<uint64_t>(1, std::min<uint64_t>(minCh, divUp(bytes, minPart))));
+    uint64_t part = std::max(minPart, divUp(bytes, s.channels));
+    while (part > maxPart && s.channels <= perPeerCh / 2)
+    {
+        s.channels *= 2;
+        part = divUp(bytes, s.channels);
+    }
+    constexpr uint64_t kAlign = 4 << 10;
+    s.partBytes = divUp(divUp(std::max<uint64_t>(1, bytes), s.channels), kAlign) * kAlign;
+    s.chunkBytes = bytes < step ? step / 4 : bytes < 8 * step ? step / 2 : step;
+    return s;
+}
+
+uint64_t
+P2pPartBytes(const P2pSplit& s, uint64_t bytes, uint32_t i)
+{
+    const uint64_t begin = std::min<uint64_t>(uint64_t{i} * s.partBytes, bytes);
+    const uint64_t end = std::min<uint64_t>(uint64_t{i + 1} * s.partBytes, bytes);
+    return end - begin;
+}
+
 /// All-to-all: S / k bytes to every peer in NCCL's schedule, each peer's share split over
-/// NCCL's channels per peer, in 128 KiB chunks (smaller for small messages), at most
-/// p2pPeersInFlight peers at a time.
+/// channels as NCCL splits a p2p operation (SplitP2p), in 128 KiB chunks (smaller for small
+/// messages). NCCL's kernel runs every p2p channel at once, each a batch of up to
+/// p2pPeersInFlight sends: a rank has up to p2pPeersInFlight x p2pChannels parts in flight
+/// (assumption: a finished part frees its place for the next in the schedule, where NCCL moves
+/// a channel to its next batch once the whole batch is done). The rounds of one node delta
+/// share a channel (ncclP2pChannelBaseForRound), so a batch holds about as many sends as a
+/// host has ranks, and the network proxy gives each NCCL_SHARED_STEPS / that many chunks in
+/// flight (net.cc, sendProxyProgress), at most NCCL_STEPS.
 void
 PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, uint32_t maxChannels,
            const CollectiveConfig& cfg, const HostLayout& layout)
 {
     const uint32_t k = static_cast<uint32_t>(ranks.size());
-    // NCCL: channels per net peer, halved until channelsPerPeer x ceil(peers / 8) fits the
-    // p2p channels.
-    uint32_t perPeerCh = maxChannels;
-    while (perPeerCh > 1 && perPeerCh * ((k - 1 + 7) / 8) > cfg.p2pChannels)
-    {
-        perPeerCh /= 2;
-    }
+    // The connections: NCCL's channels per net peer (their numbering below).
+    const uint32_t perPeerCh = P2pChannelsPerPeer(maxChannels, k, cfg);
     // PXN: the rank at (host, local index), where the communicator has one.
     std::map<std::pair<uint32_t, uint32_t>, uint32_t> at;
     uint32_t maxHost = 0;
@@ -467,9 +515,25 @@ PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, uint32_t maxChannels,
     const bool pxn = !at.empty() && maxChannels + uint64_t{maxHost + 1} * perPeerCh <= UINT16_MAX &&
                      maxChannels + uint64_t{maxLocal + 1} * perPeerCh <= UINT16_MAX;
     uint64_t perPeer = bytes / k;
+    // Every peer's share is the same size, so the same split (NCCL's nNodes: the hosts).
+    std::vector<uint32_t> hosts(layout.host);
+    std::sort(hosts.begin(), hosts.end());
+    uint32_t perHost = 0; // the most ranks on one host (NCCL's maxLocalRanks)
+    for (std::size_t i = 0, j = 0; i < hosts.size(); i = j)
+    {
+        for (j = i; j < hosts.size() && hosts[j] == hosts[i]; ++j)
+        {
+        }
+        perHost = std::max<uint32_t>(perHost, static_cast<uint32_t>(j - i));
+    }
+    const bool multiNode = perHost < k;
+    const P2pSplit split = SplitP2p(perPeer, perPeerCh, k, multiNode, cfg);
+    const uint32_t batch = std::max<uint32_t>(1, std::min(cfg.p2pPeersInFlight, perHost));
+    const uint32_t netWindow =
+        std::max<uint32_t>(1, std::min(cfg.p2pChunksInFlight, cfg.p2pSharedSteps / batch));
     for (uint32_t r = 0; r < k; ++r)
     {
-        ranks[r].activeLimit = cfg.p2pPeersInFlight * perPeerCh;
+        ranks[r].activeLimit = cfg.p2pPeersInFlight * cfg.p2pChannels;
     }
     for (uint32_t r = 0; r < k; ++r)
     {
@@ -482,24 +546,21 @@ PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, uint32_t maxChannels,
                 auto it = at.find(std::make_pair(layout.host[r], layout.local[peer]));
                 via = it != at.end() ? it->second : r;
             }
-            for (uint32_t c = 0; c < perPeerCh; ++c)
+            for (uint32_t c = 0; c < split.channels; ++c)
             {
                 // Peers start on different channels, so a rank's peers use every channel.
                 uint32_t ch = (peer + c) % maxChannels;
-                uint64_t part = PartOf(perPeer, perPeerCh, c);
-                uint64_t chunk = cfg.p2pChunkBytes;
-                if (part < cfg.p2pChunkBytes)
+                uint64_t part = P2pPartBytes(split, perPeer, c);
+                if (part == 0 && c > 0)
                 {
-                    chunk = cfg.p2pChunkBytes / 4;
+                    continue; // NCCL posts no proxy op for an empty part
                 }
-                else if (part < 8 * cfg.p2pChunkBytes)
-                {
-                    chunk = cfg.p2pChunkBytes / 2;
-                }
+                const uint64_t chunk = split.chunkBytes;
                 uint64_t chunks = std::max<uint64_t>(1, (part + chunk - 1) / chunk);
                 if (via == r)
                 {
-                    AddOut(rs, peer, ch, cfg.p2pChunksInFlight);
+                    const bool net = layout.host[peer] != layout.host[r];
+                    AddOut(rs, peer, ch, net ? netWindow : cfg.p2pChunksInFlight);
                     for (uint64_t j = 0; j < chunks; ++j)
                     {
                         AddOp(rs, PartOf(part, chunks, j), false);
@@ -519,7 +580,7 @@ PlanDirect(std::vector<RankState>& ranks, uint64_t bytes, uint32_t maxChannels,
                 // kernel's batch of peers).
                 uint32_t net = maxChannels + layout.local[r] * perPeerCh + c;
                 RankState& vs = ranks[via];
-                AddOut(vs, peer, net, cfg.p2pChunksInFlight);
+                AddOut(vs, peer, net, netWindow);
                 vs.out.back().unlimited = true;
                 vs.out.back().active = true;
                 for (uint64_t j = 0; j < chunks; ++j)

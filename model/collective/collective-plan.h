@@ -241,6 +241,28 @@ void PlanTree(std::vector<RankState>& ranks, uint64_t bytes, uint32_t channels,
               const CollectiveConfig& cfg, const HostLayout& layout);
 void PlanPat(std::vector<RankState>& ranks, CollectiveOp op, uint64_t bytes, uint32_t channels,
              const CollectiveConfig& cfg);
+/// How NCCL splits one p2p send of `bytes` (enqueue.cc: scheduleP2pTasksToPlan and
+/// addP2pToPlan; Simple, as on network connections, which have no LL buffers by default).
+struct P2pSplit
+{
+    uint32_t channels{1};   //!< parts, one per channel (the last ones may be empty)
+    uint64_t partBytes{0};  //!< ncclP2pPartBounds: ceil(bytes / channels) rounded up to 4 KiB
+    uint64_t chunkBytes{0}; //!< the proxy's step: the p2p chunk, /4 under one, /2 under eight
+};
+
+/// `perPeerCh` channels per peer (the connections made, NCCL's p2pnChannelsPerPeer) over a
+/// communicator of `ranks` ranks on one or several nodes: the operation starts on as few
+/// channels as give each part at least half a chunk (an eighth on one node), at most those
+/// whose `ranks` fit in the p2p channels, and doubles them while a part exceeds a chunk (32 on
+/// one node), up to perPeerCh.
+P2pSplit SplitP2p(uint64_t bytes, uint32_t perPeerCh, uint32_t ranks, bool multiNode,
+                  const CollectiveConfig& cfg);
+/// Bytes of part `i` of a split (0 for a part beyond the data).
+uint64_t P2pPartBytes(const P2pSplit& s, uint64_t bytes, uint32_t i);
+/// NCCL's channels per net peer (ncclTopoComputeP2pChannels): maxChannels halved until
+/// channels x ceil(peers / 8) fit in the p2p channels.
+uint32_t P2pChannelsPerPeer(uint32_t maxChannels, uint32_t ranks, const CollectiveConfig& cfg);
+
 /// With cfg.pxn and hosts, a send to a peer on another host and another local index goes
 /// over the scale-up domain to the sender's host-mate on the peer's index (NCCL's PXN), which
 /// forwards each chunk as it arrives through its own NIC.

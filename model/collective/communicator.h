@@ -82,9 +82,13 @@ struct CollectiveConfig
     uint64_t treeChunkBytes{512 << 10};
     uint32_t treeChunksInFlight{8};
     uint64_t p2pChunkBytes{128 << 10}; //!< NCCL_P2P_NET_CHUNKSIZE
-    uint32_t p2pChunksInFlight{8};
-    uint32_t p2pPeersInFlight{8}; //!< NCCL_MAX_DEV_WORK_P2P_PER_BATCH
-    uint32_t p2pChannels{32};     //!< p2p channels of a communicator (NCCL's usual 32)
+    uint32_t p2pChunksInFlight{8};     //!< NCCL_STEPS: a p2p connection's steps in flight
+    //! NCCL_MAX_DEV_WORK_P2P_PER_BATCH: sends a channel's batch runs at once (every channel
+    //! runs its batch at the same time)
+    uint32_t p2pPeersInFlight{8};
+    uint32_t p2pChannels{32}; //!< p2p channels of a communicator (NCCL's usual 32)
+    //! NCCL_SHARED_STEPS: a network proxy's chunks in flight, shared by the sends of a batch
+    uint32_t p2pSharedSteps{16};
     uint32_t qpsPerConnection{1}; //!< RoCEv2 only
     //! all-to-all with hosts: forward over the scale-up domain to the rail of the peer
     //! (NCCL's PXN); off: every rank sends through its own NIC
