@@ -417,6 +417,7 @@ MemoryEstimate::ToJson() const
             {"fabric_bytes", fabricBytes},
             {"nic_bytes", nicBytes},
             {"workload_bytes", workloadBytes},
+            {"plan_bytes", planBytes},
             {"traffic_bytes", trafficBytes},
             {"queue_pairs", queuePairs},
             {"connections", connections}};
@@ -446,6 +447,7 @@ EstimatePeakMemory(const RunSpec& spec)
     double fabric = links * kPerLink + switches * kPerSwitch + nics * kPerHost;
     double nicState = 0;
     double workload = 0;
+    double plans = 0; // of workload
     double traffic = 0;
     double trafficCap = 0;
     double queuePairs = 0;
@@ -524,6 +526,7 @@ EstimatePeakMemory(const RunSpec& spec)
                 if (held + flying > workload + traffic)
                 {
                     workload = held;
+                    plans = cc.planBytes;
                     traffic = flying;
                     trafficCap = cap;
                     connections = cc.connections;
@@ -582,6 +585,7 @@ EstimatePeakMemory(const RunSpec& spec)
                 }
             }
             workload = residual + peakPlan + peakLive;
+            plans = peakPlan;
             traffic = peakTraffic;
             trafficCap = traffic;
         }
@@ -592,6 +596,7 @@ EstimatePeakMemory(const RunSpec& spec)
     e.fabricBytes = round(fabric);
     e.nicBytes = round(nicState);
     e.workloadBytes = round(workload);
+    e.planBytes = round(plans);
     e.trafficBytes = round(traffic);
     e.queuePairs = round(queuePairs);
     e.connections = round(connections);

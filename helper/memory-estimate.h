@@ -30,7 +30,10 @@ struct MemoryEstimate
     uint64_t fabricBytes{0};   //!< switches, ports, links and host nodes
     uint64_t nicBytes{0};      //!< one RDMA NIC (or raw endpoint) per host and its ports
     uint64_t workloadBytes{0}; //!< queue pairs, connections, collective plans, flow records
-    uint64_t trafficBytes{0};  //!< state of data in flight: frames, windows, paths
+    //! of workloadBytes, the collective plans of every rank (built whole by every process of
+    //! a distributed run when its collectives start, then kept for its own ranks only)
+    uint64_t planBytes{0};
+    uint64_t trafficBytes{0}; //!< state of data in flight: frames, windows, paths
     uint64_t switches{0};
     uint64_t links{0};
     uint64_t queuePairs{0};  //!< both ends; collectives: those the plans open
