@@ -55,6 +55,10 @@ TEST_CASE("memory estimate grows with queue pairs, messages in flight and ranks"
     // Connections alive at once: every peer of a rank on 256 ranks, 256 of 1,023 (NCCL's p2p
     // channels x sends per batch) on 1,024; the closed ones leave a record each.
     CHECK(r1024.workloadBytes > 4 * r256.workloadBytes);
+    // The plans are part of the workload, and grow with the peers.
+    CHECK(r256.planBytes > 0);
+    CHECK(r1024.planBytes <= r1024.workloadBytes);
+    CHECK(r1024.planBytes > 10 * r256.planBytes);
     // The parts add up to the total.
     CHECK(r1024.bytes == r1024.processBytes + r1024.fabricBytes + r1024.nicBytes +
                              r1024.workloadBytes + r1024.trafficBytes);
