@@ -37,12 +37,22 @@ def collective_time(tmp, name, *sets):
 
 with tempfile.TemporaryDirectory() as tmp:
     # 64 ranks, 8 MiB all-to-all: timed alone, and timed after one untimed run of itself in
-    # the same world (warmup_iterations = 1), with the receivers' rate hints on.
-    alone = collective_time(tmp, "alone")
-    after = collective_time(tmp, "after", "workload.warmup_iterations=1")
-    print(f"8 MiB all-to-all: {alone} us alone, {after} us after another")
-    check(abs(after - alone) <= 0.01 * alone,
-          f"all-to-all after another takes {after} us, alone {alone} us (more than 1% apart)")
+    # the same world (warmup_iterations = 1), with the receivers' rate hints on. One seed says
+    # little: the paths a QP sprays on (random entropies, some replaced during the first run)
+    # move either time by up to ~4% from seed to seed. A share or a schedule left over from
+    # the first run would slow every seed's second; over six seeds the mean stays within 3%
+    # and not every seed is slower.
+    ratios = []
+    for seed in range(1, 7):
+        alone = collective_time(tmp, f"alone-{seed}", f"seed={seed}")
+        after = collective_time(tmp, f"after-{seed}", f"seed={seed}",
+                                "workload.warmup_iterations=1")
+        print(f"8 MiB all-to-all, seed {seed}: {alone} us alone, {after} us after another")
+        ratios.append(after / alone)
+    mean = sum(ratios) / len(ratios)
+    print(f"after / alone: mean {mean:.4f} over {len(ratios)} seeds")
+    check(abs(mean - 1) <= 0.03, f"all-to-all after another: mean ratio {mean:.4f} (over 3% off)")
+    check(min(ratios) < 1, f"all-to-all after another is slower for every seed: {ratios}")
 
     # Steady state: 512 long-lived connections on 4 planes, bins of 10 us, from 100 us to 300.
     out = os.path.join(tmp, "steady.json")
