@@ -380,7 +380,10 @@ MetaRocePathManager::PathSilent(uint32_t i, int64_t now)
     {
         uint32_t plane = m_heads[i].plane;
         Plane& pl = m_planes[plane];
-        ++pl.retiredInRow;
+        if (pl.retiredInRow < std::numeric_limits<uint16_t>::max())
+        {
+            ++pl.retiredInRow;
+        }
         RetirePath(i);
         if (pl.retiredInRow >= m_cfg.planeFailPaths && !pl.avoided)
         {

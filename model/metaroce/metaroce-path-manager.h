@@ -27,7 +27,6 @@
 
 #include <algorithm>
 #include <array>
-#include <boost/container/small_vector.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -95,16 +94,106 @@ class MetaRocePathManager
         uint8_t state{PATH_RETIRED};
     };
 
+    //! The slots of one plane's paths, in the order they opened: up to four inline (a
+    //! connection's twelve paths over eight planes put one or two on each), more on the
+    //! heap. 16 bytes where a small_vector takes 32: every sender has one per plane.
+    class SlotList
+    {
+      public:
+        SlotList() = default;
+
+        SlotList(const SlotList& o) { Assign(o); }
+
+        SlotList& operator=(const SlotList& o)
+        {
+            if (this != &o)
+            {
+                Free();
+                Assign(o);
+            }
+            return *this;
+        }
+
+        ~SlotList() { Free(); }
+
+        uint16_t* begin() { return m_cap > kInline ? m_u.heap : m_u.in; }
+
+        uint16_t* end() { return begin() + m_n; }
+
+        const uint16_t* begin() const { return m_cap > kInline ? m_u.heap : m_u.in; }
+
+        const uint16_t* end() const { return begin() + m_n; }
+
+        std::size_t size() const { return m_n; }
+
+        bool empty() const { return m_n == 0; }
+
+        uint16_t operator[](std::size_t i) const { return begin()[i]; }
+
+        void push_back(uint16_t v)
+        {
+            if (m_n == m_cap)
+            {
+                const uint16_t cap = static_cast<uint16_t>(2 * m_cap);
+                uint16_t* grown = new uint16_t[cap];
+                std::copy(begin(), end(), grown);
+                const uint16_t n = m_n;
+                Free();
+                m_n = n;
+                m_u.heap = grown;
+                m_cap = cap;
+            }
+            begin()[m_n++] = v;
+        }
+
+        /// Removes [first, end()) (the tail std::remove leaves).
+        void erase(uint16_t* first, uint16_t* last)
+        {
+            m_n = static_cast<uint16_t>(m_n - (last - first));
+        }
+
+      private:
+        static constexpr uint16_t kInline = 4;
+
+        void Free()
+        {
+            if (m_cap > kInline)
+            {
+                delete[] m_u.heap;
+            }
+            m_cap = kInline;
+            m_n = 0;
+        }
+
+        void Assign(const SlotList& o)
+        {
+            for (uint16_t v : o)
+            {
+                push_back(v);
+            }
+        }
+
+        union
+        {
+            uint16_t in[kInline];
+            uint16_t* heap;
+        } m_u{};
+
+        uint16_t m_n{0};
+        uint16_t m_cap{kInline};
+    };
+
+    //! 24 bytes (the counters below fit in 16 bits: a plane has at most MaxPaths, 4096,
+    //! paths).
     struct Plane
     {
+        //! slots of the paths on this plane (any state but retired)
+        SlotList paths;
+        uint16_t retiredInRow{0}; //!< saturates (compared with PlaneFailPaths, at most 100)
+        uint16_t owed{0}; //!< paths of this plane's share not opened yet (OpenPathsOnFirstUse)
+        uint16_t rr{0};   //!< round-robin cursor (at most the plane's path count)
         bool linkUp{true};
         bool avoided{false};
-        uint32_t retiredInRow{0};
-        uint16_t owed{0}; //!< paths of this plane's share not opened yet (OpenPathsOnFirstUse)
-        uint32_t rr{0};   //!< round-robin cursor
-        //! slots of the paths on this plane (any state but retired); a few fit inline, so
-        //! millions of QPs need no allocation per plane
-        boost::container::small_vector<uint16_t, 4> paths;
     };
 
     struct PathCounters

@@ -246,7 +246,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
             }
         }
         rec = {msg, now, pkt, payload, PM::REC_INFLIGHT};
-        pl.rr = static_cast<uint32_t>(
+        pl.rr = static_cast<uint16_t>(
             (std::find(pl.paths.begin(), pl.paths.end(), static_cast<uint16_t>(slot)) -
              pl.paths.begin()) +
             1);
