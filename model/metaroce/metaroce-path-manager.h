@@ -30,6 +30,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -232,6 +234,17 @@ class MetaRocePathManager
         uint32_t mtu{0};
         bool growPaths{false};
         bool openOnFirstUse{false};
+
+        bool operator==(const Config& o) const
+        {
+            return std::tie(rtoMinPs, initialRtoPs, probeIntervalPs, idleTimeoutPs, tailLossRtts,
+                            nicRttForRto, minPaths, maxPaths, initialWindow, pathWindowCap,
+                            pathFailTimeouts, planeFailPaths, mtu, growPaths, openOnFirstUse) ==
+                   std::tie(o.rtoMinPs, o.initialRtoPs, o.probeIntervalPs, o.idleTimeoutPs,
+                            o.tailLossRtts, o.nicRttForRto, o.minPaths, o.maxPaths, o.initialWindow,
+                            o.pathWindowCap, o.pathFailTimeouts, o.planeFailPaths, o.mtu,
+                            o.growPaths, o.openOnFirstUse);
+        }
     };
 
     //! What path changes need of the sender. Called only when paths open, retire or time
@@ -279,7 +292,7 @@ class MetaRocePathManager
     const CcPath& Cc(uint32_t i) const
     {
         uint16_t b = m_heads[i].body;
-        return b != 0 ? m_cc.paths[b - 1] : m_virginCc;
+        return b != 0 ? m_cc.paths[b - 1] : m_shared->virginCc;
     }
 
     SPath& BodyAt(uint32_t d) { return m_bodies[d]; }
@@ -334,7 +347,7 @@ class MetaRocePathManager
         {
             return false; // the receiver's bitmap could not describe more
         }
-        return c.inflightBytes == 0 || c.inflightBytes + m_cfg.mtu <= c.cwndBytes;
+        return c.inflightBytes == 0 || c.inflightBytes + Cfg().mtu <= c.cwndBytes;
     }
 
     int64_t RtoPs(uint32_t i) const
@@ -342,20 +355,20 @@ class MetaRocePathManager
         const CcPath& c = Cc(i);
         if (m_heads[i].state == PATH_PROBING)
         {
-            return m_cfg.probeIntervalPs;
+            return Cfg().probeIntervalPs;
         }
         int64_t srtt = c.srttPs > 0 ? c.srttPs : m_qpSrttPs;
         if (srtt <= 0)
         {
             // No sample on this connection yet: the RTT its NIC's other connections measured.
-            srtt = m_cfg.nicRttForRto ? *m_nicRtt : 0;
+            srtt = Cfg().nicRttForRto ? *m_nicRtt : 0;
             if (srtt <= 0)
             {
-                return m_cfg.initialRtoPs;
+                return Cfg().initialRtoPs;
             }
         }
         int64_t var = c.srttPs > 0 ? Body(i).rttvarPs : srtt / 2;
-        return std::max(m_cfg.rtoMinPs, srtt + 4 * var);
+        return std::max(Cfg().rtoMinPs, srtt + 4 * var);
     }
 
     /// When to look at path i's timeout again after a send: its RTO, or RtoMin while the
@@ -363,9 +376,9 @@ class MetaRocePathManager
     int64_t TimerPs(uint32_t i) const
     {
         const int64_t rto = RtoPs(i);
-        if (m_cfg.nicRttForRto && rto == m_cfg.initialRtoPs && *m_nicRtt == 0)
+        if (Cfg().nicRttForRto && rto == Cfg().initialRtoPs && *m_nicRtt == 0)
         {
-            return std::min(rto, m_cfg.rtoMinPs);
+            return std::min(rto, Cfg().rtoMinPs);
         }
         return rto;
     }
@@ -380,11 +393,24 @@ class MetaRocePathManager
 
     const CcState& Window() const { return m_cc; }
 
-    PathCounters& Counters() { return m_pc; }
+    /// The counters of rare events (every one but pathsOpened), made at the first.
+    PathCounters& Count()
+    {
+        if (!m_pc)
+        {
+            m_pc.reset(new PathCounters);
+        }
+        return *m_pc;
+    }
 
-    const PathCounters& Counters() const { return m_pc; }
+    PathCounters Counters() const
+    {
+        PathCounters c = m_pc ? *m_pc : PathCounters();
+        c.pathsOpened = m_pathsOpened;
+        return c;
+    }
 
-    const Config& GetConfig() const { return m_cfg; }
+    const Config& GetConfig() const { return m_shared->cfg; }
 
     int64_t QpSrttPs() const { return m_qpSrttPs; }
 
@@ -534,7 +560,7 @@ class MetaRocePathManager
     int64_t DetectTailLosses(int64_t now, bool drained, OnLost&& onLost, OnPathLoss&& onPathLoss)
     {
         int64_t next = std::numeric_limits<int64_t>::max();
-        if (m_cfg.tailLossRtts <= 0 || (m_lastAckedSentPs == 0 && !drained))
+        if (Cfg().tailLossRtts <= 0 || (m_lastAckedSentPs == 0 && !drained))
         {
             return next;
         }
@@ -587,7 +613,7 @@ class MetaRocePathManager
             }
             if (lost > 0)
             {
-                m_pc.lossesTail += lost;
+                Count().lossesTail += lost;
                 AdvanceBase(i);
                 onPathLoss(d, lost);
                 if (p.lastProgressPs <= firstLostSentPs)
@@ -628,17 +654,17 @@ class MetaRocePathManager
                 return 0;
             }
         }
-        return static_cast<int64_t>(m_cfg.tailLossRtts * static_cast<double>(srtt)) + var;
+        return static_cast<int64_t>(Cfg().tailLossRtts * static_cast<double>(srtt)) + var;
     }
 
     /// When to look for tail losses after an ACK at `now` (INT64_MAX: the rule is off).
     int64_t TailCheckAt(int64_t now) const
     {
-        if (m_cfg.tailLossRtts <= 0 || m_qpSrttPs == 0)
+        if (Cfg().tailLossRtts <= 0 || m_qpSrttPs == 0)
         {
             return std::numeric_limits<int64_t>::max();
         }
-        return now + static_cast<int64_t>(m_cfg.tailLossRtts * static_cast<double>(m_qpSrttPs));
+        return now + static_cast<int64_t>(Cfg().tailLossRtts * static_cast<double>(m_qpSrttPs));
     }
 
     void NoteEcn(int64_t now) { m_lastEcnPs = now; }
@@ -671,9 +697,30 @@ class MetaRocePathManager
     uint32_t GetActivePathsOnPlane(uint32_t plane) const;
 
   private:
+    //! A configuration and what follows from it alone, shared by every sender configured
+    //! alike: a run holds one per distinct configuration, not one per connection.
+    struct Shared
+    {
+        Config cfg;
+        CcPath virginCc; //!< the congestion state of a path opened with the connection
+    };
+
+    /// The shared copy of `cfg` (made at its first use; never freed: a run has a few).
+    static const Shared* Intern(const Config& cfg);
+    /// A newly opened path's congestion state under `cfg`.
+    static CcPath InitialCc(const Config& cfg, PathState state);
+    const Config& Cfg() const { return m_shared->cfg; }
+
     void Materialize(PathHead& hd);
-    /// A newly opened path's state (also the connection's shared initial state).
-    void FreshPath(SPath& p, CcPath& c, PathState state) const;
+    /// A newly opened path's sequence and timing state (also the connection's shared
+    /// initial state).
+    void FreshBody(SPath& p) const;
+    /// A newly opened path's state.
+    void FreshPath(SPath& p, CcPath& c, PathState state) const
+    {
+        FreshBody(p);
+        c = InitialCc(Cfg(), state);
+    }
     /// Opens every path still owed (before the path set is restructured).
     void OpenOwedPaths();
     /// A plane stops taking data (its link failed, or it is avoided): counts the failover,
@@ -689,7 +736,7 @@ class MetaRocePathManager
     void Rebalance();
     uint32_t LeastPopulatedPlane() const;
 
-    Config m_cfg;
+    const Shared* m_shared{nullptr}; //!< the configuration
     Owner* m_owner{nullptr};
     int64_t* m_nicRtt{nullptr};
     CcState m_cc;
@@ -697,7 +744,6 @@ class MetaRocePathManager
     std::vector<SPath> m_bodies;   //!< [PathHead::body - 1], parallel to m_cc.paths
     std::vector<Plane> m_planes;
     SPath m_virginBody; //!< the state of a path opened with the connection, until first use
-    CcPath m_virginCc;
     int64_t m_qpSrttPs{0};
     int64_t m_qpMinRttPs{0}; //!< lowest RTT seen on any path: the base RTT
     int64_t m_lastEcnPs{-1};
@@ -705,7 +751,9 @@ class MetaRocePathManager
     int64_t m_lastAckedSentPs{0}; //!< latest send time of a data packet acknowledged
     bool m_windowLimited{false};
     FastRng m_rng;
-    PathCounters m_pc;
+    uint64_t m_pathsOpened{0};
+    //! null until a rare event (a retirement, a loss, a probe): most connections have none
+    std::unique_ptr<PathCounters> m_pc;
 };
 
 } // namespace metaroce

@@ -191,7 +191,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         rec = {PM::kProbe, now, 0, 0, PM::REC_INFLIGHT};
         h.msgBytes = 0;
         h.flags |= RdmaHeader::kFlagProbe;
-        ++m_tx->paths.Counters().probesSent;
+        ++m_tx->paths.Count().probesSent;
         PathChanged(slot, port, PathEvent::Probed);
     }
     else
@@ -320,13 +320,13 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeaderData& h)
 {
     if (h.path >= m_tx->paths.NSlots())
     {
-        ++m_tx->paths.Counters().staleAcks;
+        ++m_tx->paths.Count().staleAcks;
         return;
     }
     const PathHead& hd = m_tx->paths.Head(h.path);
     if (hd.state == PATH_RETIRED || hd.epoch != h.epoch || h.psn > m_tx->paths.Body(h.path).psnNext)
     {
-        ++m_tx->paths.Counters().staleAcks; // an ACK of a path that was retired or renumbered since
+        ++m_tx->paths.Count().staleAcks; // an ACK of a path that was retired or renumbered since
         return;
     }
     const uint32_t plane = hd.plane;
@@ -384,7 +384,7 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeaderData& h)
         m_tx->ccOps->OnAck(m_tx->paths.Window(), d, acked, rtt, ecn);
         if (lost > 0)
         {
-            m_tx->paths.Counters().lossesDetected += lost;
+            m_tx->paths.Count().lossesDetected += lost;
             m_tx->ccOps->OnLoss(m_tx->paths.Window(), d, lost);
         }
     }

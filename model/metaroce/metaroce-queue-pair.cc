@@ -241,11 +241,10 @@ MetaRoceQueuePair::DoDispose()
     QueuePair::DoDispose();
 }
 
-const MetaRoceQueuePair::PathCounters&
+MetaRoceQueuePair::PathCounters
 MetaRoceQueuePair::GetPathCounters() const
 {
-    static const PathCounters none;
-    return m_tx ? m_tx->paths.Counters() : none;
+    return m_tx ? m_tx->paths.Counters() : PathCounters();
 }
 
 // ---------------------------------------------------------------- set-up and paths

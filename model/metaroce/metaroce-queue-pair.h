@@ -99,7 +99,7 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
 
     using PathCounters = MetaRocePathManager::PathCounters;
 
-    const PathCounters& GetPathCounters() const;
+    PathCounters GetPathCounters() const;
 
     typedef void (*PlaneStateTracedCallback)(uint32_t plane, bool usable);
 
