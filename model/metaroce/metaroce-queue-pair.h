@@ -28,6 +28,8 @@
 #include "model/transport/rdma-congestion-ops.h"
 
 #include "ns3/event-id.h"
+#include "ns3/nstime.h"
+#include "ns3/simple-ref-count.h"
 #include "ns3/type-id.h"
 
 #include <memory>
@@ -107,6 +109,40 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
     /// anything that may move a window, only when the QP is traced.
     void TraceWindows();
 
+    /// The attributes. A factory's prototype and its copies share one block (a QP would
+    /// otherwise carry some 110 bytes of them, and a run holds millions of QPs); setting an
+    /// attribute of one QP gives it a copy of its own first.
+    struct Attributes : SimpleRefCount<Attributes>
+    {
+        uint32_t minPaths{12};
+        uint32_t maxPaths{64};
+        uint32_t initialWindow{16};
+        uint32_t pathWindowCap{128};
+        uint32_t qpWindowCap{0};
+        uint32_t firstRttWindow{0};
+        uint32_t pacingBurst{2};
+        uint32_t ackInterval{1};
+        uint32_t pathFailTimeouts{3};
+        uint32_t planeFailPaths{2};
+        double tailLossRtts{2.5};
+        double hintWindowGain{2.0};
+        Time ackDelay{MicroSeconds(1)};
+        Time rtoMin{MicroSeconds(100)};
+        Time initialRto{MilliSeconds(5)};
+        Time probeInterval{MicroSeconds(500)};
+        Time idleTimeout{MilliSeconds(1)};
+        SprayPolicy policy{ROUND_ROBIN};
+        TypeId ccType;
+        bool nicRttForRto{true};
+        bool growPaths{true};
+        bool openOnFirstUse{false};
+    };
+
+    const Attributes& Attrs() const { return *m_attrs; }
+
+    /// The attributes to change (the attribute system's accessors): this QP's own copy.
+    Attributes& MutableAttrs();
+
   protected:
     void DoDispose() override;
     void OnPosted() override;
@@ -152,35 +188,13 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
     void PlaneStateChanged(uint32_t plane, bool usable) override;
     void PathChanged(uint32_t path, uint32_t plane, PathEvent what) override;
 
-    // attributes
-    uint32_t m_minPaths{12};
-    uint32_t m_maxPaths{64};
-    uint32_t m_initialWindow{16};
-    uint32_t m_pathWindowCap{128};
-    uint32_t m_qpWindowCap{0};
-    uint32_t m_firstRttWindow{0};
-    double m_tailLossRtts{2.5};
-    bool m_nicRttForRto{true};
-    double m_hintWindowGain{2.0};
-    uint32_t m_pacingBurst{2};
-    uint32_t m_ackInterval{1};
-    Time m_ackDelay;
-    Time m_rtoMin;
-    Time m_initialRto;
-    uint32_t m_pathFailTimeouts{3};
-    uint32_t m_planeFailPaths{2};
-    Time m_probeInterval;
-    Time m_idleTimeout;
-    bool m_growPaths{true};
-    bool m_openOnFirstUse{false};
     //! it retransmitted or probed: copies may still be in flight, which the peer would
     //! acknowledge again, so it may not close (ReleaseState)
     bool m_sentCopies{false};
     //! ReleaseState found data in flight (resent copies): the timer releases the sender
     //! state once everything is answered
     bool m_releaseWanted{false};
-    SprayPolicy m_policy{ROUND_ROBIN};
-    TypeId m_ccType;
+    Ptr<Attributes> m_attrs; //!< shared with the QPs configured alike
 
     // sender: allocated by EnsureInit, so a QP that only receives (one direction of a
     // collective's connection, half of all QPs) carries none of it
