@@ -316,7 +316,10 @@ MetaRoceQueuePair::Clone() const
 void
 MetaRoceQueuePair::DoDispose()
 {
-    m_ackFlush.Cancel();
+    if (m_rx != nullptr)
+    {
+        m_rx->ackFlush.Cancel();
+    }
     m_hint = nullptr;
     if (m_tx != nullptr)
     {
@@ -678,7 +681,7 @@ MetaRoceQueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
         else
         {
             PrefetchPlacement();
-            __builtin_prefetch(&m_receiver);
+            __builtin_prefetch(&m_rx);
         }
         return;
     }
@@ -707,7 +710,18 @@ MetaRoceQueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
         __builtin_prefetch(PeekPointer(m_hint));
         PrefetchReceiveBook();
     }
-    m_receiver.Prefetch(h.path, stage);
+    if (m_rx == nullptr)
+    {
+        return;
+    }
+    if (stage == 1)
+    {
+        __builtin_prefetch(m_rx.get());
+    }
+    else
+    {
+        m_rx->paths.Prefetch(h.path, 1); // the slot table and the first paths
+    }
 }
 
 void
@@ -729,8 +743,8 @@ MetaRoceQueuePair::PreparePull(uint32_t port, uint32_t stage) const
 void
 MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHeaderData& h)
 {
-    const MetaRoceReceiver::Arrival a =
-        m_receiver.OnData(port, frame.entropy, frame.ecn == ECN_CE, h, m_attrs->ackInterval);
+    const MetaRoceReceiver::Arrival a = ReceiverState().paths.OnData(
+        port, frame.entropy, frame.ecn == ECN_CE, h, m_attrs->ackInterval);
     if (a.ecnMarked)
     {
         ++ReceiveSide().ecnMarkedReceived;
@@ -750,16 +764,17 @@ MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHead
     {
         SendPathAck(h.path);
     }
-    else if (!IsPending(m_ackFlush))
+    else if (!IsPending(m_rx->ackFlush))
     {
-        m_ackFlush = Simulator::Schedule(m_attrs->ackDelay, &MetaRoceQueuePair::FlushAcks, this);
+        m_rx->ackFlush =
+            Simulator::Schedule(m_attrs->ackDelay, &MetaRoceQueuePair::FlushAcks, this);
     }
 }
 
 void
 MetaRoceQueuePair::FlushAcks()
 {
-    m_receiver.ForEachUnacked([this](uint32_t i) { SendPathAck(i); });
+    m_rx->paths.ForEachUnacked([this](uint32_t i) { SendPathAck(i); });
 }
 
 void
@@ -768,7 +783,7 @@ MetaRoceQueuePair::SendPathAck(uint32_t pathId)
     RdmaHeaderData a;
     uint8_t port = 0;
     uint16_t entropy = 0;
-    m_receiver.MakeAck(pathId, m_remoteQpn, m_hint->HintBps(this), a, port, entropy);
+    m_rx->paths.MakeAck(pathId, m_remoteQpn, m_hint->HintBps(this), a, port, entropy);
     ++ReceiveSide().acksSent;
     m_nic->SendControl(port, MakeFrame(a, 0, entropy, false));
 }
@@ -791,11 +806,11 @@ MetaRoceQueuePair::ReleaseState()
         m_tx->paceEvent.Cancel();
         m_tx.reset();
     }
-    if (!IsPending(m_ackFlush))
+    if (!AckFlushPending())
     {
-        m_receiver.Release();
+        m_rx.reset();
     }
-    return !HasReleasableState() && !IsPending(m_ackFlush) && m_sendQueue.Empty() &&
+    return !HasReleasableState() && !AckFlushPending() && m_sendQueue.Empty() &&
            GetPendingReceives() == 0 && !m_sentCopies;
 }
 

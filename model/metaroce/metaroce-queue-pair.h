@@ -23,6 +23,7 @@
 #include "metaroce-nic-rtt.h"
 #include "metaroce-path-manager.h"
 #include "metaroce-receiver.h"
+#include "model/core/fast-simulator-impl.h"
 #include "model/core/ring.h"
 #include "model/transport/queue-pair.h"
 #include "model/transport/rdma-congestion-ops.h"
@@ -69,7 +70,10 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
     void NotifyPortState(uint32_t port, bool up) override;
     bool ReleaseState() override;
 
-    bool HasReleasableState() const override { return m_tx != nullptr || m_receiver.HasState(); }
+    bool HasReleasableState() const override
+    {
+        return m_tx != nullptr || (m_rx != nullptr && m_rx->paths.HasState());
+    }
 
     /// What tests and reports may read of a path.
     struct PathView
@@ -225,9 +229,38 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
 
     SenderPtr m_tx; //!< null until the first send
 
-    MetaRoceReceiver m_receiver;
+    // receiver: made at the first data frame, so the sending end of a connection (it only
+    // hears ACKs) carries none of it, and freed by ReleaseState
+    struct Receiver
+    {
+        MetaRoceReceiver paths; //!< per-path sequence and SACK state
+        EventId ackFlush;       //!< coalesced ACKs (AckInterval > 1)
+    };
+
+    /// Owns the receiver state; copying (a prototype's Clone) yields none.
+    struct ReceiverPtr : std::unique_ptr<Receiver>
+    {
+        ReceiverPtr() = default;
+        ReceiverPtr(const ReceiverPtr&)
+            : std::unique_ptr<Receiver>()
+        {
+        }
+    };
+
+    Receiver& ReceiverState()
+    {
+        if (m_rx == nullptr)
+        {
+            m_rx.reset(new Receiver);
+        }
+        return *m_rx;
+    }
+
+    /// Whether coalesced ACKs wait for their timer.
+    bool AckFlushPending() const { return m_rx != nullptr && IsPending(m_rx->ackFlush); }
+
+    ReceiverPtr m_rx; //!< null until the first data frame, and again after ReleaseState
     Ptr<MetaRoceRateHint> m_hint;
-    EventId m_ackFlush;
 };
 
 } // namespace metaroce
