@@ -66,7 +66,11 @@ struct TransportCosts
     // A collective's QP pair that stays open (an all-to-all of 256 KiB on 128 and 256 ranks,
     // two iterations: 32k-65k pairs, the connection record and the plan included): MetaRoCE
     // 3.3-3.5 KB, RoCEv2 2.2-2.3 KB; since, 615 B and 130 B less per pair (256 ranks: RoCEv2
-    // 141.4 -> 101.2 MB above the fabric, MetaRoCE 221.6 -> 213.1 MB).
+    // 141.4 -> 101.2 MB above the fabric, MetaRoCE 221.6 -> 213.1 MB). Once every peer of
+    // an all-to-all ran at once, the same runs measured MetaRoCE at 4.0 KB (more pairs in
+    // flight together); since its QPs shrank (attributes, receiver state and rare counters
+    // out of line, smaller plane records), 3.2-3.4 KB again (128 and 256 ranks: 65.4 -> 54.8
+    // MB and 261.5 -> 210.9 MB above the fabric, results identical), so it stays.
     double livePair;
     // A connection of a last-use collective that closes once done (the same all-to-all, one
     // iteration, 128-384 ranks: 16k-147k connections): 0.50 KB and 0.46 KB each, the plan

@@ -5,6 +5,7 @@
 #include "ns3/log.h"
 
 #include <cmath>
+#include <deque>
 #include <limits>
 
 namespace ns3
@@ -19,7 +20,7 @@ MetaRocePathManager::Start(const Config& cfg, Owner* owner, uint64_t seed,
                            const std::vector<bool>& linkUp, int64_t* nicRtt)
 {
     m_nicRtt = nicRtt;
-    m_cfg = cfg;
+    m_shared = Intern(cfg);
     m_owner = owner;
     m_rng.Seed(seed);
     m_planes.resize(linkUp.size());
@@ -33,16 +34,16 @@ void
 MetaRocePathManager::OpenInitialPaths()
 {
     // Exact-size path table: a QP that never grows keeps no spare capacity (millions of
-    // QPs). The paths opened here share one initial state (m_virginBody, m_virginCc) until
-    // their first use.
-    FreshPath(m_virginBody, m_virginCc, PATH_ACTIVE);
-    if (!m_cfg.openOnFirstUse)
+    // QPs). The paths opened here share one initial state (m_virginBody, and virginCc of the
+    // shared configuration) until their first use.
+    FreshBody(m_virginBody);
+    if (!Cfg().openOnFirstUse)
     {
-        m_heads.reserve(std::min(m_cfg.minPaths, m_cfg.maxPaths));
+        m_heads.reserve(std::min(Cfg().minPaths, Cfg().maxPaths));
     }
-    for (uint32_t i = 0; i < m_cfg.minPaths && i < m_cfg.maxPaths; ++i)
+    for (uint32_t i = 0; i < Cfg().minPaths && i < Cfg().maxPaths; ++i)
     {
-        if (m_cfg.openOnFirstUse)
+        if (Cfg().openOnFirstUse)
         {
             ++m_planes[LeastPopulatedPlane()].owed; // opened by the plane's first pull
         }
@@ -140,7 +141,7 @@ MetaRocePathManager::OpenPath(uint32_t plane, PathState state, bool wake, bool v
         FreshPath(m_bodies[d], m_cc.paths[d], state);
     }
     m_planes[plane].paths.push_back(static_cast<uint16_t>(slot));
-    ++m_pc.pathsOpened;
+    ++m_pathsOpened;
     m_owner->PathChanged(slot, plane, why);
     if (wake)
     {
@@ -149,8 +150,35 @@ MetaRocePathManager::OpenPath(uint32_t plane, PathState state, bool wake, bool v
     return slot;
 }
 
+const MetaRocePathManager::Shared*
+MetaRocePathManager::Intern(const Config& cfg)
+{
+    // A deque keeps the addresses; a linear search: a run configures its QPs a few ways.
+    static std::deque<Shared> configs;
+    for (const Shared& s : configs)
+    {
+        if (s.cfg == cfg)
+        {
+            return &s;
+        }
+    }
+    configs.push_back({cfg, InitialCc(cfg, PATH_ACTIVE)});
+    return &configs.back();
+}
+
+CcPath
+MetaRocePathManager::InitialCc(const Config& cfg, PathState state)
+{
+    CcPath c;
+    c.maxCwndBytes = static_cast<double>(cfg.pathWindowCap) * cfg.mtu;
+    c.cwndBytes =
+        std::min(c.maxCwndBytes,
+                 static_cast<double>(state == PATH_PROBING ? 1 : cfg.initialWindow) * cfg.mtu);
+    return c;
+}
+
 void
-MetaRocePathManager::FreshPath(SPath& p, CcPath& c, PathState state) const
+MetaRocePathManager::FreshBody(SPath& p) const
 {
     p.recs.Release();
     p = SPath();
@@ -158,11 +186,6 @@ MetaRocePathManager::FreshPath(SPath& p, CcPath& c, PathState state) const
     p.lastSendPs = now;
     p.lastProgressPs = now;
     p.nextProbePs = now;
-    c = CcPath();
-    c.maxCwndBytes = static_cast<double>(m_cfg.pathWindowCap) * m_cfg.mtu;
-    c.cwndBytes =
-        std::min(c.maxCwndBytes,
-                 static_cast<double>(state == PATH_PROBING ? 1 : m_cfg.initialWindow) * m_cfg.mtu);
 }
 
 void
@@ -173,7 +196,7 @@ MetaRocePathManager::Materialize(PathHead& hd)
     m_bodies.reserve(m_bodies.size() + 1);
     m_cc.paths.reserve(m_cc.paths.size() + 1);
     m_bodies.push_back(m_virginBody);
-    m_cc.paths.push_back(m_virginCc);
+    m_cc.paths.push_back(m_shared->virginCc);
     hd.body = static_cast<uint16_t>(m_bodies.size());
 }
 
@@ -219,7 +242,7 @@ MetaRocePathManager::RetirePath(uint32_t i, PathEvent why)
     hd.state = PATH_RETIRED;
     auto& list = m_planes[hd.plane].paths;
     list.erase(std::remove(list.begin(), list.end(), static_cast<uint16_t>(i)), list.end());
-    ++m_pc.pathsRetired;
+    ++Count().pathsRetired;
     m_owner->PathChanged(i, hd.plane, why);
 }
 
@@ -314,20 +337,20 @@ MetaRocePathManager::Housekeeping(int64_t now, bool work)
             else
             {
                 next = std::min(next, deadline);
-                if (m_cfg.nicRttForRto && Cc(i).srttPs == 0 && m_qpSrttPs == 0)
+                if (Cfg().nicRttForRto && Cc(i).srttPs == 0 && m_qpSrttPs == 0)
                 {
                     next = std::min(next, now + TimerPs(i)); // the NIC may learn an RTT
                 }
             }
         }
-        else if (state == PATH_ACTIVE && active > m_cfg.minPaths)
+        else if (state == PATH_ACTIVE && active > Cfg().minPaths)
         {
-            int64_t idleAt = p.lastSendPs + m_cfg.idleTimeoutPs;
+            int64_t idleAt = p.lastSendPs + Cfg().idleTimeoutPs;
             if (now >= idleAt)
             {
                 RetirePath(i, PathEvent::ClosedIdle);
                 --active;
-                ++m_pc.pathsClosedIdle;
+                ++Count().pathsClosedIdle;
             }
             else if (work)
             {
@@ -339,7 +362,7 @@ MetaRocePathManager::Housekeeping(int64_t now, bool work)
             if (now >= p.nextProbePs)
             {
                 m_owner->WakePlane(m_heads[i].plane);
-                next = std::min(next, now + m_cfg.probeIntervalPs);
+                next = std::min(next, now + Cfg().probeIntervalPs);
             }
             else
             {
@@ -360,7 +383,7 @@ MetaRocePathManager::PathTimeout(uint32_t i, int64_t now)
     uint32_t d = Dense(i);
     SPath& p = m_bodies[d];
     const bool probing = m_heads[i].state == PATH_PROBING;
-    m_pc.lossesTimeout += MoveInflightToRetx(i);
+    Count().lossesTimeout += MoveInflightToRetx(i);
     p.lastProgressPs = now;
     m_owner->PathChanged(i, m_heads[i].plane, PathEvent::TimedOut);
     m_owner->PathTimedOut(d, probing);
@@ -376,13 +399,16 @@ MetaRocePathManager::PathSilent(uint32_t i, int64_t now)
 {
     SPath& p = m_bodies[Dense(i)];
     ++p.consecutiveTimeouts;
-    if (p.consecutiveTimeouts >= m_cfg.pathFailTimeouts)
+    if (p.consecutiveTimeouts >= Cfg().pathFailTimeouts)
     {
         uint32_t plane = m_heads[i].plane;
         Plane& pl = m_planes[plane];
-        ++pl.retiredInRow;
+        if (pl.retiredInRow < std::numeric_limits<uint16_t>::max())
+        {
+            ++pl.retiredInRow;
+        }
         RetirePath(i);
-        if (pl.retiredInRow >= m_cfg.planeFailPaths && !pl.avoided)
+        if (pl.retiredInRow >= Cfg().planeFailPaths && !pl.avoided)
         {
             AvoidPlane(plane, now);
         }
@@ -397,11 +423,11 @@ MetaRocePathManager::PathSilent(uint32_t i, int64_t now)
 uint32_t
 MetaRocePathManager::LeavePlane(uint32_t plane, int64_t now)
 {
-    ++m_pc.planeFailovers;
-    m_pc.lastPlaneAvoidedPs = now;
-    if (m_pc.firstPlaneAvoidedPs < 0)
+    ++Count().planeFailovers;
+    Count().lastPlaneAvoidedPs = now;
+    if (Count().firstPlaneAvoidedPs < 0)
     {
-        m_pc.firstPlaneAvoidedPs = now;
+        Count().firstPlaneAvoidedPs = now;
     }
     m_owner->PlaneStateChanged(plane, false);
     Plane& pl = m_planes[plane];
@@ -435,8 +461,8 @@ MetaRocePathManager::AvoidPlane(uint32_t plane, int64_t now)
     if (pl.linkUp)
     {
         uint32_t probe = OpenPath(plane, PATH_PROBING);
-        m_bodies[Dense(probe)].nextProbePs = now + m_cfg.probeIntervalPs;
-        m_owner->ArmTimerAt(now + m_cfg.probeIntervalPs);
+        m_bodies[Dense(probe)].nextProbePs = now + Cfg().probeIntervalPs;
+        m_owner->ArmTimerAt(now + Cfg().probeIntervalPs);
     }
     m_owner->WakeAllPlanes();
 }
@@ -447,15 +473,15 @@ MetaRocePathManager::PlaneUsable(uint32_t plane, int64_t now)
     Plane& pl = m_planes[plane];
     pl.avoided = false;
     pl.retiredInRow = 0;
-    ++m_pc.planeRecoveries;
-    m_pc.lastPlaneRecoveredPs = now;
+    ++Count().planeRecoveries;
+    Count().lastPlaneRecoveredPs = now;
     m_owner->PlaneStateChanged(plane, true);
     for (uint16_t i : pl.paths)
     {
         if (m_heads[i].state == PATH_PROBING)
         {
             m_heads[i].state = PATH_ACTIVE;
-            m_cc.paths[Dense(i)].cwndBytes = static_cast<double>(m_cfg.initialWindow) * m_cfg.mtu;
+            m_cc.paths[Dense(i)].cwndBytes = static_cast<double>(Cfg().initialWindow) * Cfg().mtu;
         }
     }
     Rebalance();
@@ -482,7 +508,7 @@ MetaRocePathManager::Rebalance()
     {
         return;
     }
-    total = std::max(total, m_cfg.minPaths);
+    total = std::max(total, Cfg().minPaths);
     uint32_t floorShare = total / usable;
     for (uint32_t p = 0; p < m_planes.size(); ++p)
     {
@@ -507,7 +533,7 @@ MetaRocePathManager::Rebalance()
             }
         }
     }
-    m_owner->ArmTimerAt(NowPs() + m_cfg.rtoMinPs);
+    m_owner->ArmTimerAt(NowPs() + Cfg().rtoMinPs);
 }
 
 void
@@ -535,12 +561,12 @@ MetaRocePathManager::PortState(uint32_t plane, bool up, int64_t now)
 void
 MetaRocePathManager::MaybeGrow(int64_t now)
 {
-    if (!m_cfg.growPaths || !m_windowLimited)
+    if (!Cfg().growPaths || !m_windowLimited)
     {
         return;
     }
     uint32_t active = GetActivePaths();
-    if (active >= m_cfg.maxPaths || now - m_lastGrowPs < m_qpSrttPs)
+    if (active >= Cfg().maxPaths || now - m_lastGrowPs < m_qpSrttPs)
     {
         return;
     }
@@ -548,7 +574,7 @@ MetaRocePathManager::MaybeGrow(int64_t now)
     {
         return; // the network pushes back: more paths would only add aggression
     }
-    double cap = static_cast<double>(m_cfg.pathWindowCap) * m_cfg.mtu;
+    double cap = static_cast<double>(Cfg().pathWindowCap) * Cfg().mtu;
     for (uint32_t i = 0; i < m_heads.size(); ++i)
     {
         if (m_heads[i].state == PATH_ACTIVE && Cc(i).cwndBytes < 0.9 * cap)
@@ -560,12 +586,12 @@ MetaRocePathManager::MaybeGrow(int64_t now)
     // QP's rate needs (QWND / per-path cap), within MaxPaths.
     double bdp = m_cc.rateBps / 8e12 * static_cast<double>(m_qpMinRttPs); // base RTT
     uint32_t target = static_cast<uint32_t>(std::ceil(bdp / cap));
-    target = std::min(target, m_cfg.maxPaths);
+    target = std::min(target, Cfg().maxPaths);
     OpenOwedPaths();
     for (uint32_t k = active; k < target; ++k)
     {
         OpenPath(LeastPopulatedPlane(), PATH_ACTIVE, true, false, PathEvent::Grown);
-        ++m_pc.pathsGrown;
+        ++Count().pathsGrown;
     }
     m_lastGrowPs = now;
     m_windowLimited = false;

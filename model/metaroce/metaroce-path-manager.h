@@ -27,10 +27,11 @@
 
 #include <algorithm>
 #include <array>
-#include <boost/container/small_vector.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -95,16 +96,106 @@ class MetaRocePathManager
         uint8_t state{PATH_RETIRED};
     };
 
+    //! The slots of one plane's paths, in the order they opened: up to four inline (a
+    //! connection's twelve paths over eight planes put one or two on each), more on the
+    //! heap. 16 bytes where a small_vector takes 32: every sender has one per plane.
+    class SlotList
+    {
+      public:
+        SlotList() = default;
+
+        SlotList(const SlotList& o) { Assign(o); }
+
+        SlotList& operator=(const SlotList& o)
+        {
+            if (this != &o)
+            {
+                Free();
+                Assign(o);
+            }
+            return *this;
+        }
+
+        ~SlotList() { Free(); }
+
+        uint16_t* begin() { return m_cap > kInline ? m_u.heap : m_u.in; }
+
+        uint16_t* end() { return begin() + m_n; }
+
+        const uint16_t* begin() const { return m_cap > kInline ? m_u.heap : m_u.in; }
+
+        const uint16_t* end() const { return begin() + m_n; }
+
+        std::size_t size() const { return m_n; }
+
+        bool empty() const { return m_n == 0; }
+
+        uint16_t operator[](std::size_t i) const { return begin()[i]; }
+
+        void push_back(uint16_t v)
+        {
+            if (m_n == m_cap)
+            {
+                const uint16_t cap = static_cast<uint16_t>(2 * m_cap);
+                uint16_t* grown = new uint16_t[cap];
+                std::copy(begin(), end(), grown);
+                const uint16_t n = m_n;
+                Free();
+                m_n = n;
+                m_u.heap = grown;
+                m_cap = cap;
+            }
+            begin()[m_n++] = v;
+        }
+
+        /// Removes [first, end()) (the tail std::remove leaves).
+        void erase(uint16_t* first, uint16_t* last)
+        {
+            m_n = static_cast<uint16_t>(m_n - (last - first));
+        }
+
+      private:
+        static constexpr uint16_t kInline = 4;
+
+        void Free()
+        {
+            if (m_cap > kInline)
+            {
+                delete[] m_u.heap;
+            }
+            m_cap = kInline;
+            m_n = 0;
+        }
+
+        void Assign(const SlotList& o)
+        {
+            for (uint16_t v : o)
+            {
+                push_back(v);
+            }
+        }
+
+        union
+        {
+            uint16_t in[kInline];
+            uint16_t* heap;
+        } m_u{};
+
+        uint16_t m_n{0};
+        uint16_t m_cap{kInline};
+    };
+
+    //! 24 bytes (the counters below fit in 16 bits: a plane has at most MaxPaths, 4096,
+    //! paths).
     struct Plane
     {
+        //! slots of the paths on this plane (any state but retired)
+        SlotList paths;
+        uint16_t retiredInRow{0}; //!< saturates (compared with PlaneFailPaths, at most 100)
+        uint16_t owed{0}; //!< paths of this plane's share not opened yet (OpenPathsOnFirstUse)
+        uint16_t rr{0};   //!< round-robin cursor (at most the plane's path count)
         bool linkUp{true};
         bool avoided{false};
-        uint32_t retiredInRow{0};
-        uint16_t owed{0}; //!< paths of this plane's share not opened yet (OpenPathsOnFirstUse)
-        uint32_t rr{0};   //!< round-robin cursor
-        //! slots of the paths on this plane (any state but retired); a few fit inline, so
-        //! millions of QPs need no allocation per plane
-        boost::container::small_vector<uint16_t, 4> paths;
     };
 
     struct PathCounters
@@ -143,6 +234,17 @@ class MetaRocePathManager
         uint32_t mtu{0};
         bool growPaths{false};
         bool openOnFirstUse{false};
+
+        bool operator==(const Config& o) const
+        {
+            return std::tie(rtoMinPs, initialRtoPs, probeIntervalPs, idleTimeoutPs, tailLossRtts,
+                            nicRttForRto, minPaths, maxPaths, initialWindow, pathWindowCap,
+                            pathFailTimeouts, planeFailPaths, mtu, growPaths, openOnFirstUse) ==
+                   std::tie(o.rtoMinPs, o.initialRtoPs, o.probeIntervalPs, o.idleTimeoutPs,
+                            o.tailLossRtts, o.nicRttForRto, o.minPaths, o.maxPaths, o.initialWindow,
+                            o.pathWindowCap, o.pathFailTimeouts, o.planeFailPaths, o.mtu,
+                            o.growPaths, o.openOnFirstUse);
+        }
     };
 
     //! What path changes need of the sender. Called only when paths open, retire or time
@@ -190,7 +292,7 @@ class MetaRocePathManager
     const CcPath& Cc(uint32_t i) const
     {
         uint16_t b = m_heads[i].body;
-        return b != 0 ? m_cc.paths[b - 1] : m_virginCc;
+        return b != 0 ? m_cc.paths[b - 1] : m_shared->virginCc;
     }
 
     SPath& BodyAt(uint32_t d) { return m_bodies[d]; }
@@ -245,7 +347,7 @@ class MetaRocePathManager
         {
             return false; // the receiver's bitmap could not describe more
         }
-        return c.inflightBytes == 0 || c.inflightBytes + m_cfg.mtu <= c.cwndBytes;
+        return c.inflightBytes == 0 || c.inflightBytes + Cfg().mtu <= c.cwndBytes;
     }
 
     int64_t RtoPs(uint32_t i) const
@@ -253,20 +355,20 @@ class MetaRocePathManager
         const CcPath& c = Cc(i);
         if (m_heads[i].state == PATH_PROBING)
         {
-            return m_cfg.probeIntervalPs;
+            return Cfg().probeIntervalPs;
         }
         int64_t srtt = c.srttPs > 0 ? c.srttPs : m_qpSrttPs;
         if (srtt <= 0)
         {
             // No sample on this connection yet: the RTT its NIC's other connections measured.
-            srtt = m_cfg.nicRttForRto ? *m_nicRtt : 0;
+            srtt = Cfg().nicRttForRto ? *m_nicRtt : 0;
             if (srtt <= 0)
             {
-                return m_cfg.initialRtoPs;
+                return Cfg().initialRtoPs;
             }
         }
         int64_t var = c.srttPs > 0 ? Body(i).rttvarPs : srtt / 2;
-        return std::max(m_cfg.rtoMinPs, srtt + 4 * var);
+        return std::max(Cfg().rtoMinPs, srtt + 4 * var);
     }
 
     /// When to look at path i's timeout again after a send: its RTO, or RtoMin while the
@@ -274,9 +376,9 @@ class MetaRocePathManager
     int64_t TimerPs(uint32_t i) const
     {
         const int64_t rto = RtoPs(i);
-        if (m_cfg.nicRttForRto && rto == m_cfg.initialRtoPs && *m_nicRtt == 0)
+        if (Cfg().nicRttForRto && rto == Cfg().initialRtoPs && *m_nicRtt == 0)
         {
-            return std::min(rto, m_cfg.rtoMinPs);
+            return std::min(rto, Cfg().rtoMinPs);
         }
         return rto;
     }
@@ -291,11 +393,24 @@ class MetaRocePathManager
 
     const CcState& Window() const { return m_cc; }
 
-    PathCounters& Counters() { return m_pc; }
+    /// The counters of rare events (every one but pathsOpened), made at the first.
+    PathCounters& Count()
+    {
+        if (!m_pc)
+        {
+            m_pc.reset(new PathCounters);
+        }
+        return *m_pc;
+    }
 
-    const PathCounters& Counters() const { return m_pc; }
+    PathCounters Counters() const
+    {
+        PathCounters c = m_pc ? *m_pc : PathCounters();
+        c.pathsOpened = m_pathsOpened;
+        return c;
+    }
 
-    const Config& GetConfig() const { return m_cfg; }
+    const Config& GetConfig() const { return m_shared->cfg; }
 
     int64_t QpSrttPs() const { return m_qpSrttPs; }
 
@@ -445,7 +560,7 @@ class MetaRocePathManager
     int64_t DetectTailLosses(int64_t now, bool drained, OnLost&& onLost, OnPathLoss&& onPathLoss)
     {
         int64_t next = std::numeric_limits<int64_t>::max();
-        if (m_cfg.tailLossRtts <= 0 || (m_lastAckedSentPs == 0 && !drained))
+        if (Cfg().tailLossRtts <= 0 || (m_lastAckedSentPs == 0 && !drained))
         {
             return next;
         }
@@ -498,7 +613,7 @@ class MetaRocePathManager
             }
             if (lost > 0)
             {
-                m_pc.lossesTail += lost;
+                Count().lossesTail += lost;
                 AdvanceBase(i);
                 onPathLoss(d, lost);
                 if (p.lastProgressPs <= firstLostSentPs)
@@ -539,17 +654,17 @@ class MetaRocePathManager
                 return 0;
             }
         }
-        return static_cast<int64_t>(m_cfg.tailLossRtts * static_cast<double>(srtt)) + var;
+        return static_cast<int64_t>(Cfg().tailLossRtts * static_cast<double>(srtt)) + var;
     }
 
     /// When to look for tail losses after an ACK at `now` (INT64_MAX: the rule is off).
     int64_t TailCheckAt(int64_t now) const
     {
-        if (m_cfg.tailLossRtts <= 0 || m_qpSrttPs == 0)
+        if (Cfg().tailLossRtts <= 0 || m_qpSrttPs == 0)
         {
             return std::numeric_limits<int64_t>::max();
         }
-        return now + static_cast<int64_t>(m_cfg.tailLossRtts * static_cast<double>(m_qpSrttPs));
+        return now + static_cast<int64_t>(Cfg().tailLossRtts * static_cast<double>(m_qpSrttPs));
     }
 
     void NoteEcn(int64_t now) { m_lastEcnPs = now; }
@@ -582,9 +697,30 @@ class MetaRocePathManager
     uint32_t GetActivePathsOnPlane(uint32_t plane) const;
 
   private:
+    //! A configuration and what follows from it alone, shared by every sender configured
+    //! alike: a run holds one per distinct configuration, not one per connection.
+    struct Shared
+    {
+        Config cfg;
+        CcPath virginCc; //!< the congestion state of a path opened with the connection
+    };
+
+    /// The shared copy of `cfg` (made at its first use; never freed: a run has a few).
+    static const Shared* Intern(const Config& cfg);
+    /// A newly opened path's congestion state under `cfg`.
+    static CcPath InitialCc(const Config& cfg, PathState state);
+    const Config& Cfg() const { return m_shared->cfg; }
+
     void Materialize(PathHead& hd);
-    /// A newly opened path's state (also the connection's shared initial state).
-    void FreshPath(SPath& p, CcPath& c, PathState state) const;
+    /// A newly opened path's sequence and timing state (also the connection's shared
+    /// initial state).
+    void FreshBody(SPath& p) const;
+    /// A newly opened path's state.
+    void FreshPath(SPath& p, CcPath& c, PathState state) const
+    {
+        FreshBody(p);
+        c = InitialCc(Cfg(), state);
+    }
     /// Opens every path still owed (before the path set is restructured).
     void OpenOwedPaths();
     /// A plane stops taking data (its link failed, or it is avoided): counts the failover,
@@ -600,7 +736,7 @@ class MetaRocePathManager
     void Rebalance();
     uint32_t LeastPopulatedPlane() const;
 
-    Config m_cfg;
+    const Shared* m_shared{nullptr}; //!< the configuration
     Owner* m_owner{nullptr};
     int64_t* m_nicRtt{nullptr};
     CcState m_cc;
@@ -608,7 +744,6 @@ class MetaRocePathManager
     std::vector<SPath> m_bodies;   //!< [PathHead::body - 1], parallel to m_cc.paths
     std::vector<Plane> m_planes;
     SPath m_virginBody; //!< the state of a path opened with the connection, until first use
-    CcPath m_virginCc;
     int64_t m_qpSrttPs{0};
     int64_t m_qpMinRttPs{0}; //!< lowest RTT seen on any path: the base RTT
     int64_t m_lastEcnPs{-1};
@@ -616,7 +751,9 @@ class MetaRocePathManager
     int64_t m_lastAckedSentPs{0}; //!< latest send time of a data packet acknowledged
     bool m_windowLimited{false};
     FastRng m_rng;
-    PathCounters m_pc;
+    uint64_t m_pathsOpened{0};
+    //! null until a rare event (a retirement, a loss, a probe): most connections have none
+    std::unique_ptr<PathCounters> m_pc;
 };
 
 } // namespace metaroce

@@ -40,13 +40,14 @@ MetaRoceQueuePair::SelectPath(uint32_t plane, int64_t now) const
         {
             continue;
         }
-        if (m_policy == ROUND_ROBIN)
+        if (m_attrs->policy == ROUND_ROBIN)
         {
             return i;
         }
         const CcPath& c = m_tx->paths.Cc(i);
-        double score = m_policy == LEAST_LOADED ? static_cast<double>(c.inflightBytes) / c.cwndBytes
-                                                : static_cast<double>(c.srttPs);
+        double score = m_attrs->policy == LEAST_LOADED
+                           ? static_cast<double>(c.inflightBytes) / c.cwndBytes
+                           : static_cast<double>(c.srttPs);
         if (best < 0 || score < bestScore)
         {
             best = i;
@@ -97,8 +98,8 @@ MetaRoceQueuePair::QpWindowOpen() const
     bool hinted = m_tx->paths.Window().rateBps < m_tx->paths.Window().lineRateBps &&
                   m_tx->paths.QpMinRttPs() > 0;
     // Before its first ACK a QP knows neither its path's RTT nor its receiver's hint.
-    bool first = m_firstRttWindow != 0 && !m_tx->acked;
-    if (m_qpWindowCap == 0 && !hinted && !first)
+    bool first = m_attrs->firstRttWindow != 0 && !m_tx->acked;
+    if (m_attrs->qpWindowCap == 0 && !hinted && !first)
     {
         return true;
     }
@@ -111,14 +112,15 @@ MetaRoceQueuePair::QpWindowOpen() const
     {
         return true;
     }
-    double cap = m_qpWindowCap != 0 ? static_cast<double>(m_qpWindowCap) * m_mtu : 1e300;
+    double cap =
+        m_attrs->qpWindowCap != 0 ? static_cast<double>(m_attrs->qpWindowCap) * m_mtu : 1e300;
     if (first)
     {
-        cap = std::min(cap, static_cast<double>(m_firstRttWindow) * m_mtu);
+        cap = std::min(cap, static_cast<double>(m_attrs->firstRttWindow) * m_mtu);
     }
     if (hinted)
     {
-        cap = std::min(cap, m_hintWindowGain * m_tx->paths.Window().rateBps / 8e12 *
+        cap = std::min(cap, m_attrs->hintWindowGain * m_tx->paths.Window().rateBps / 8e12 *
                                 static_cast<double>(m_tx->paths.QpMinRttPs()));
     }
     if (!hinted)
@@ -187,11 +189,11 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         }
         slot = static_cast<uint32_t>(probe);
         m_tx->paths.BodyAt(m_tx->paths.Dense(slot)).nextProbePs =
-            now + m_probeInterval.GetPicoSeconds();
+            now + m_attrs->probeInterval.GetPicoSeconds();
         rec = {PM::kProbe, now, 0, 0, PM::REC_INFLIGHT};
         h.msgBytes = 0;
         h.flags |= RdmaHeader::kFlagProbe;
-        ++m_tx->paths.Counters().probesSent;
+        ++m_tx->paths.Count().probesSent;
         PathChanged(slot, port, PathEvent::Probed);
     }
     else
@@ -214,7 +216,8 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         {
             // An ACK will reopen it. The first ACK wakes every plane the first-RTT cap turned
             // away (it may come on another plane).
-            m_tx->qpWindowShut = m_tx->qpWindowShut || (m_firstRttWindow != 0 && !m_tx->acked);
+            m_tx->qpWindowShut =
+                m_tx->qpWindowShut || (m_attrs->firstRttWindow != 0 && !m_tx->acked);
             return PullResult::Nothing;
         }
         m_tx->paths.OpenOwed(port, false); // this plane's first data opens its share of the paths
@@ -246,7 +249,7 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
             }
         }
         rec = {msg, now, pkt, payload, PM::REC_INFLIGHT};
-        pl.rr = static_cast<uint32_t>(
+        pl.rr = static_cast<uint16_t>(
             (std::find(pl.paths.begin(), pl.paths.end(), static_cast<uint16_t>(slot)) -
              pl.paths.begin()) +
             1);
@@ -260,14 +263,15 @@ MetaRoceQueuePair::PullFrame(uint32_t port, FabricFrame& out)
         // packets, so a fair share is not lost to momentary stalls.
         int64_t gap = static_cast<int64_t>(out.wireBytes * 8e12 / m_tx->paths.Window().rateBps);
         m_tx->paceVirtPs =
-            std::max(m_tx->paceVirtPs, now - static_cast<int64_t>(m_pacingBurst) * gap) + gap;
+            std::max(m_tx->paceVirtPs, now - static_cast<int64_t>(m_attrs->pacingBurst) * gap) +
+            gap;
     }
     ArmTimer(now + m_tx->paths.TimerPs(slot));
     if (pl.avoided)
     {
         return PullResult::Sent;
     }
-    if (m_tailLossRtts > 0 && !HasData())
+    if (m_attrs->tailLossRtts > 0 && !HasData())
     {
         // The QP's last packet for now: no later one will vouch for it (tail-loss rule).
         const int64_t tail = m_tx->paths.TailLossPs(slot);
@@ -320,13 +324,13 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeaderData& h)
 {
     if (h.path >= m_tx->paths.NSlots())
     {
-        ++m_tx->paths.Counters().staleAcks;
+        ++m_tx->paths.Count().staleAcks;
         return;
     }
     const PathHead& hd = m_tx->paths.Head(h.path);
     if (hd.state == PATH_RETIRED || hd.epoch != h.epoch || h.psn > m_tx->paths.Body(h.path).psnNext)
     {
-        ++m_tx->paths.Counters().staleAcks; // an ACK of a path that was retired or renumbered since
+        ++m_tx->paths.Count().staleAcks; // an ACK of a path that was retired or renumbered since
         return;
     }
     const uint32_t plane = hd.plane;
@@ -384,7 +388,7 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeaderData& h)
         m_tx->ccOps->OnAck(m_tx->paths.Window(), d, acked, rtt, ecn);
         if (lost > 0)
         {
-            m_tx->paths.Counters().lossesDetected += lost;
+            m_tx->paths.Count().lossesDetected += lost;
             m_tx->ccOps->OnLoss(m_tx->paths.Window(), d, lost);
         }
     }
@@ -397,7 +401,7 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeaderData& h)
         m_tx->paths.RetirePath(h.path);
     }
     m_tx->paths.MaybeGrow(now);
-    if (m_tailLossRtts > 0)
+    if (m_attrs->tailLossRtts > 0)
     {
         // Data still in flight: look for a tail loss once it would be overdue.
         const int64_t at = m_tx->paths.TailCheckAt(now);

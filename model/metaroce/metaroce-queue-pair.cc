@@ -26,6 +26,59 @@ namespace metaroce
 NS_LOG_COMPONENT_DEFINE("MetaRoceQueuePair");
 NS_OBJECT_ENSURE_REGISTERED(MetaRoceQueuePair);
 
+namespace
+{
+/// Reads and sets one field of a QP's attribute block (MetaRoceQueuePair::Attributes) as
+/// an attribute of value type V.
+template <class V, class T> class QpAttributeAccessor : public AttributeAccessor
+{
+  public:
+    explicit QpAttributeAccessor(T MetaRoceQueuePair::Attributes::*field)
+        : m_field(field)
+    {
+    }
+
+    bool Set(ObjectBase* object, const AttributeValue& value) const override
+    {
+        auto* qp = dynamic_cast<MetaRoceQueuePair*>(object);
+        const auto* v = dynamic_cast<const V*>(&value);
+        T t{};
+        if (qp == nullptr || v == nullptr || !v->GetAccessor(t))
+        {
+            return false;
+        }
+        qp->MutableAttrs().*m_field = t;
+        return true;
+    }
+
+    bool Get(const ObjectBase* object, AttributeValue& value) const override
+    {
+        const auto* qp = dynamic_cast<const MetaRoceQueuePair*>(object);
+        auto* v = dynamic_cast<V*>(&value);
+        if (qp == nullptr || v == nullptr)
+        {
+            return false;
+        }
+        v->Set(qp->Attrs().*m_field);
+        return true;
+    }
+
+    bool HasGetter() const override { return true; }
+
+    bool HasSetter() const override { return true; }
+
+  private:
+    T MetaRoceQueuePair::Attributes::*m_field;
+};
+
+template <class V, class T>
+Ptr<const AttributeAccessor>
+MakeQpAttributeAccessor(T MetaRoceQueuePair::Attributes::*field)
+{
+    return Ptr<const AttributeAccessor>(new QpAttributeAccessor<V, T>(field), false);
+}
+} // namespace
+
 TypeId
 MetaRoceQueuePair::GetTypeId()
 {
@@ -34,31 +87,38 @@ MetaRoceQueuePair::GetTypeId()
             .SetParent<QueuePair>()
             .SetGroupName("MetaRoce")
             .AddConstructor<MetaRoceQueuePair>()
-            .AddAttribute("MinPaths",
-                          "Paths a connection opens at start and keeps at least. Assumption: "
-                          "12, the scale-out path count on the OCP 2026 slide.",
-                          UintegerValue(12), MakeUintegerAccessor(&MetaRoceQueuePair::m_minPaths),
-                          MakeUintegerChecker<uint32_t>(1, 1024))
-            .AddAttribute("MaxPaths",
-                          "Most paths a connection may open (dynamic path count). Assumption: "
-                          "64.",
-                          UintegerValue(64), MakeUintegerAccessor(&MetaRoceQueuePair::m_maxPaths),
-                          MakeUintegerChecker<uint32_t>(1, 4096))
+            .AddAttribute(
+                "MinPaths",
+                "Paths a connection opens at start and keeps at least. Assumption: "
+                "12, the scale-out path count on the OCP 2026 slide.",
+                UintegerValue(12),
+                MakeQpAttributeAccessor<UintegerValue>(&MetaRoceQueuePair::Attributes::minPaths),
+                MakeUintegerChecker<uint32_t>(1, 1024))
+            .AddAttribute(
+                "MaxPaths",
+                "Most paths a connection may open (dynamic path count). Assumption: "
+                "64.",
+                UintegerValue(64),
+                MakeQpAttributeAccessor<UintegerValue>(&MetaRoceQueuePair::Attributes::maxPaths),
+                MakeUintegerChecker<uint32_t>(1, 4096))
             .AddAttribute("InitialPathWindow",
                           "Initial PWND of a path, in packets. Assumption: 16.", UintegerValue(16),
-                          MakeUintegerAccessor(&MetaRoceQueuePair::m_initialWindow),
+                          MakeQpAttributeAccessor<UintegerValue>(
+                              &MetaRoceQueuePair::Attributes::initialWindow),
                           MakeUintegerChecker<uint32_t>(1, 256))
             .AddAttribute("PathWindowCap",
                           "Largest PWND in packets. Assumption: 128, half the 256-PSN SACK "
                           "bitmap, so a lost packet and everything sent in the RTT it takes to "
                           "detect it stay describable.",
                           UintegerValue(128),
-                          MakeUintegerAccessor(&MetaRoceQueuePair::m_pathWindowCap),
+                          MakeQpAttributeAccessor<UintegerValue>(
+                              &MetaRoceQueuePair::Attributes::pathWindowCap),
                           MakeUintegerChecker<uint32_t>(1, 256))
-            .AddAttribute("QpWindowCap",
-                          "Cap on the QP's bytes in flight (QWND), in packets; 0: none.",
-                          UintegerValue(0), MakeUintegerAccessor(&MetaRoceQueuePair::m_qpWindowCap),
-                          MakeUintegerChecker<uint32_t>())
+            .AddAttribute(
+                "QpWindowCap", "Cap on the QP's bytes in flight (QWND), in packets; 0: none.",
+                UintegerValue(0),
+                MakeQpAttributeAccessor<UintegerValue>(&MetaRoceQueuePair::Attributes::qpWindowCap),
+                MakeUintegerChecker<uint32_t>())
             .AddAttribute("HintWindowGain",
                           "While the receiver's rate hint holds the QP below line rate, its "
                           "bytes in flight are capped at HintWindowGain x hint x base RTT, so "
@@ -66,45 +126,54 @@ MetaRoceQueuePair::GetTypeId()
                           "bandwidth-delay product in flight. Assumption: 2 (the hint's pacing "
                           "keeps the queue short; the window only bounds bursts).",
                           DoubleValue(2.0),
-                          MakeDoubleAccessor(&MetaRoceQueuePair::m_hintWindowGain),
+                          MakeQpAttributeAccessor<DoubleValue>(
+                              &MetaRoceQueuePair::Attributes::hintWindowGain),
                           MakeDoubleChecker<double>(0.1, 100))
-            .AddAttribute("PacingBurst",
-                          "Packets a paced QP may send back to back after a stall (token-bucket "
-                          "depth of its rate-hint pacing). Assumption: 2.",
-                          UintegerValue(2), MakeUintegerAccessor(&MetaRoceQueuePair::m_pacingBurst),
-                          MakeUintegerChecker<uint32_t>(0, 1024))
-            .AddAttribute("AckInterval",
-                          "Data packets per ACK on a path (ACK coalescing). A gap is "
-                          "acknowledged at once. Assumption: 1.",
-                          UintegerValue(1), MakeUintegerAccessor(&MetaRoceQueuePair::m_ackInterval),
-                          MakeUintegerChecker<uint32_t>(1, 64))
-            .AddAttribute("AckDelay",
-                          "With coalescing, the longest an ACK waits for more packets. "
-                          "Assumption: 1 us.",
-                          TimeValue(MicroSeconds(1)),
-                          MakeTimeAccessor(&MetaRoceQueuePair::m_ackDelay),
-                          MakeTimeChecker(NanoSeconds(1)))
-            .AddAttribute("RtoMin",
-                          "Floor of a path's retransmission timeout (srtt + 4 rttvar). "
-                          "Assumption: 100 us, the in-datacentre floor of UET's model.",
-                          TimeValue(MicroSeconds(100)),
-                          MakeTimeAccessor(&MetaRoceQueuePair::m_rtoMin),
-                          MakeTimeChecker(MicroSeconds(1)))
-            .AddAttribute("TailLossRtts",
-                          "Tail-loss rule: a packet still unacknowledged on its path is lost "
-                          "(sent again at once, a loss to the path's congestion control) when a "
-                          "packet the QP sent after it was acknowledged, on any path, or the QP "
-                          "has nothing more to send, and this many of its path's smoothed RTTs "
-                          "plus one RTT variation have passed since it was sent. The last "
-                          "packets of a path have no later packet on that path whose SACK would "
-                          "reveal a gap; the QP's other paths are the evidence. 0: off (only "
-                          "the path's RTO recovers a tail). Assumption: 2.5 (the seeds name "
-                          "SACK-based loss detection, not how a tail is found; in a lossless "
-                          "run of 4,032 connections, planes-connections.json, 2 resends ~3,000 "
-                          "packets needlessly, 2.5 ~1,000, 3 ~400, but 3 leaves a third of the "
-                          "256-NIC all-to-all's losses to timeouts, 2.5 8%).",
-                          DoubleValue(2.5), MakeDoubleAccessor(&MetaRoceQueuePair::m_tailLossRtts),
-                          MakeDoubleChecker<double>(0, 1000))
+            .AddAttribute(
+                "PacingBurst",
+                "Packets a paced QP may send back to back after a stall (token-bucket "
+                "depth of its rate-hint pacing). Assumption: 2.",
+                UintegerValue(2),
+                MakeQpAttributeAccessor<UintegerValue>(&MetaRoceQueuePair::Attributes::pacingBurst),
+                MakeUintegerChecker<uint32_t>(0, 1024))
+            .AddAttribute(
+                "AckInterval",
+                "Data packets per ACK on a path (ACK coalescing). A gap is "
+                "acknowledged at once. Assumption: 1.",
+                UintegerValue(1),
+                MakeQpAttributeAccessor<UintegerValue>(&MetaRoceQueuePair::Attributes::ackInterval),
+                MakeUintegerChecker<uint32_t>(1, 64))
+            .AddAttribute(
+                "AckDelay",
+                "With coalescing, the longest an ACK waits for more packets. "
+                "Assumption: 1 us.",
+                TimeValue(MicroSeconds(1)),
+                MakeQpAttributeAccessor<TimeValue>(&MetaRoceQueuePair::Attributes::ackDelay),
+                MakeTimeChecker(NanoSeconds(1)))
+            .AddAttribute(
+                "RtoMin",
+                "Floor of a path's retransmission timeout (srtt + 4 rttvar). "
+                "Assumption: 100 us, the in-datacentre floor of UET's model.",
+                TimeValue(MicroSeconds(100)),
+                MakeQpAttributeAccessor<TimeValue>(&MetaRoceQueuePair::Attributes::rtoMin),
+                MakeTimeChecker(MicroSeconds(1)))
+            .AddAttribute(
+                "TailLossRtts",
+                "Tail-loss rule: a packet still unacknowledged on its path is lost "
+                "(sent again at once, a loss to the path's congestion control) when a "
+                "packet the QP sent after it was acknowledged, on any path, or the QP "
+                "has nothing more to send, and this many of its path's smoothed RTTs "
+                "plus one RTT variation have passed since it was sent. The last "
+                "packets of a path have no later packet on that path whose SACK would "
+                "reveal a gap; the QP's other paths are the evidence. 0: off (only "
+                "the path's RTO recovers a tail). Assumption: 2.5 (the seeds name "
+                "SACK-based loss detection, not how a tail is found; in a lossless "
+                "run of 4,032 connections, planes-connections.json, 2 resends ~3,000 "
+                "packets needlessly, 2.5 ~1,000, 3 ~400, but 3 leaves a third of the "
+                "256-NIC all-to-all's losses to timeouts, 2.5 8%).",
+                DoubleValue(2.5),
+                MakeQpAttributeAccessor<DoubleValue>(&MetaRoceQueuePair::Attributes::tailLossRtts),
+                MakeDoubleChecker<double>(0, 1000))
             .AddAttribute("FirstRttWindow",
                           "Packets a QP may have in flight before its first ACK (which brings "
                           "its first RTT sample and rate hint); 0: no cap but the paths' "
@@ -116,47 +185,57 @@ MetaRoceQueuePair::GetTypeId()
                           "incast's peak queue from 2.6 MB to 1.0 MB but slows a 64-rank "
                           "all-to-all of 16 MiB by a third).",
                           UintegerValue(0),
-                          MakeUintegerAccessor(&MetaRoceQueuePair::m_firstRttWindow),
+                          MakeQpAttributeAccessor<UintegerValue>(
+                              &MetaRoceQueuePair::Attributes::firstRttWindow),
                           MakeUintegerChecker<uint32_t>(0, 65536))
-            .AddAttribute("NicRttTimeout",
-                          "A connection without any RTT sample of its own (all its first "
-                          "packets lost) times out from the lowest RTT its NIC's other "
-                          "connections measured (srtt + 4 x srtt/2, at least RtoMin) rather "
-                          "than InitialRto. Assumption: true.",
-                          BooleanValue(true),
-                          MakeBooleanAccessor(&MetaRoceQueuePair::m_nicRttForRto),
-                          MakeBooleanChecker())
-            .AddAttribute("InitialRto",
-                          "Timeout of a path before any RTT sample on the connection. "
-                          "Assumption: 5 ms (above a 1.5 ms scale-across RTT).",
-                          TimeValue(MilliSeconds(5)),
-                          MakeTimeAccessor(&MetaRoceQueuePair::m_initialRto),
-                          MakeTimeChecker(MicroSeconds(1)))
             .AddAttribute(
-                "PathFailTimeouts", "Consecutive timeouts that retire a path. Assumption: 3.",
-                UintegerValue(3), MakeUintegerAccessor(&MetaRoceQueuePair::m_pathFailTimeouts),
-                MakeUintegerChecker<uint32_t>(1, 100))
+                "NicRttTimeout",
+                "A connection without any RTT sample of its own (all its first "
+                "packets lost) times out from the lowest RTT its NIC's other "
+                "connections measured (srtt + 4 x srtt/2, at least RtoMin) rather "
+                "than InitialRto. Assumption: true.",
+                BooleanValue(true),
+                MakeQpAttributeAccessor<BooleanValue>(&MetaRoceQueuePair::Attributes::nicRttForRto),
+                MakeBooleanChecker())
+            .AddAttribute(
+                "InitialRto",
+                "Timeout of a path before any RTT sample on the connection. "
+                "Assumption: 5 ms (above a 1.5 ms scale-across RTT).",
+                TimeValue(MilliSeconds(5)),
+                MakeQpAttributeAccessor<TimeValue>(&MetaRoceQueuePair::Attributes::initialRto),
+                MakeTimeChecker(MicroSeconds(1)))
+            .AddAttribute("PathFailTimeouts",
+                          "Consecutive timeouts that retire a path. Assumption: 3.",
+                          UintegerValue(3),
+                          MakeQpAttributeAccessor<UintegerValue>(
+                              &MetaRoceQueuePair::Attributes::pathFailTimeouts),
+                          MakeUintegerChecker<uint32_t>(1, 100))
             .AddAttribute("PlaneFailPaths",
                           "Paths of one plane retired in a row (no ACK from the plane between) "
                           "that make the plane avoided and probed. Assumption: 2.",
                           UintegerValue(2),
-                          MakeUintegerAccessor(&MetaRoceQueuePair::m_planeFailPaths),
+                          MakeQpAttributeAccessor<UintegerValue>(
+                              &MetaRoceQueuePair::Attributes::planeFailPaths),
                           MakeUintegerChecker<uint32_t>(1, 100))
             .AddAttribute(
                 "ProbeInterval", "Time between probes of an avoided plane. Assumption: 500 us.",
-                TimeValue(MicroSeconds(500)), MakeTimeAccessor(&MetaRoceQueuePair::m_probeInterval),
+                TimeValue(MicroSeconds(500)),
+                MakeQpAttributeAccessor<TimeValue>(&MetaRoceQueuePair::Attributes::probeInterval),
                 MakeTimeChecker(MicroSeconds(1)))
-            .AddAttribute("IdleTimeout",
-                          "A path that sent nothing this long closes, down to MinPaths. "
-                          "Assumption: 1 ms.",
-                          TimeValue(MilliSeconds(1)),
-                          MakeTimeAccessor(&MetaRoceQueuePair::m_idleTimeout),
-                          MakeTimeChecker(MicroSeconds(1)))
-            .AddAttribute("GrowPaths",
-                          "Open more paths while every window is at PathWindowCap, the sender "
-                          "is window-limited and no ECN was seen for an RTT.",
-                          BooleanValue(true), MakeBooleanAccessor(&MetaRoceQueuePair::m_growPaths),
-                          MakeBooleanChecker())
+            .AddAttribute(
+                "IdleTimeout",
+                "A path that sent nothing this long closes, down to MinPaths. "
+                "Assumption: 1 ms.",
+                TimeValue(MilliSeconds(1)),
+                MakeQpAttributeAccessor<TimeValue>(&MetaRoceQueuePair::Attributes::idleTimeout),
+                MakeTimeChecker(MicroSeconds(1)))
+            .AddAttribute(
+                "GrowPaths",
+                "Open more paths while every window is at PathWindowCap, the sender "
+                "is window-limited and no ECN was seen for an RTT.",
+                BooleanValue(true),
+                MakeQpAttributeAccessor<BooleanValue>(&MetaRoceQueuePair::Attributes::growPaths),
+                MakeBooleanChecker())
             .AddAttribute("OpenPathsOnFirstUse",
                           "Open a plane's share of MinPaths when the plane first has data to "
                           "send, instead of all MinPaths at the connection's first message "
@@ -165,15 +244,20 @@ MetaRoceQueuePair::GetTypeId()
                           "only the opened paths, so results differ from the default. "
                           "Assumption: false.",
                           BooleanValue(false),
-                          MakeBooleanAccessor(&MetaRoceQueuePair::m_openOnFirstUse),
+                          MakeQpAttributeAccessor<BooleanValue>(
+                              &MetaRoceQueuePair::Attributes::openOnFirstUse),
                           MakeBooleanChecker())
-            .AddAttribute("SprayPolicy", "How a chunk picks among a plane's eligible paths.",
-                          EnumValue(ROUND_ROBIN), MakeEnumAccessor(&MetaRoceQueuePair::m_policy),
-                          MakeEnumChecker(ROUND_ROBIN, "RoundRobin", LEAST_LOADED, "LeastLoaded",
-                                          LOWEST_RTT, "LowestRtt"))
-            .AddAttribute("CongestionControl", "Window controller (an RdmaCongestionOps TypeId).",
-                          TypeIdValue(MetaRoceAimd::GetTypeId()),
-                          MakeTypeIdAccessor(&MetaRoceQueuePair::m_ccType), MakeTypeIdChecker())
+            .AddAttribute(
+                "SprayPolicy", "How a chunk picks among a plane's eligible paths.",
+                EnumValue(ROUND_ROBIN),
+                MakeQpAttributeAccessor<EnumValue>(&MetaRoceQueuePair::Attributes::policy),
+                MakeEnumChecker(ROUND_ROBIN, "RoundRobin", LEAST_LOADED, "LeastLoaded", LOWEST_RTT,
+                                "LowestRtt"))
+            .AddAttribute(
+                "CongestionControl", "Window controller (an RdmaCongestionOps TypeId).",
+                TypeIdValue(MetaRoceAimd::GetTypeId()),
+                MakeQpAttributeAccessor<TypeIdValue>(&MetaRoceQueuePair::Attributes::ccType),
+                MakeTypeIdChecker())
             .AddTraceSource("PlaneState",
                             "A plane was avoided (false) or taken back into use (true).",
                             MakeLazyTraceSourceAccessor<QueuePair>(&QueuePairTraces::planeState),
@@ -205,12 +289,18 @@ MetaRoceQueuePair::GetTypeId()
 }
 
 MetaRoceQueuePair::MetaRoceQueuePair()
-    : m_ackDelay(MicroSeconds(1))
-    , m_rtoMin(MicroSeconds(100))
-    , m_initialRto(MilliSeconds(5))
-    , m_probeInterval(MicroSeconds(500))
-    , m_idleTimeout(MilliSeconds(1))
+    : m_attrs(Create<Attributes>())
 {
+}
+
+MetaRoceQueuePair::Attributes&
+MetaRoceQueuePair::MutableAttrs()
+{
+    if (m_attrs->GetReferenceCount() > 1)
+    {
+        m_attrs = Create<Attributes>(*m_attrs);
+    }
+    return *m_attrs;
 }
 
 MetaRoceQueuePair::~MetaRoceQueuePair() = default;
@@ -226,7 +316,10 @@ MetaRoceQueuePair::Clone() const
 void
 MetaRoceQueuePair::DoDispose()
 {
-    m_ackFlush.Cancel();
+    if (m_rx != nullptr)
+    {
+        m_rx->ackFlush.Cancel();
+    }
     m_hint = nullptr;
     if (m_tx != nullptr)
     {
@@ -241,11 +334,10 @@ MetaRoceQueuePair::DoDispose()
     QueuePair::DoDispose();
 }
 
-const MetaRoceQueuePair::PathCounters&
+MetaRoceQueuePair::PathCounters
 MetaRoceQueuePair::GetPathCounters() const
 {
-    static const PathCounters none;
-    return m_tx ? m_tx->paths.Counters() : none;
+    return m_tx ? m_tx->paths.Counters() : PathCounters();
 }
 
 // ---------------------------------------------------------------- set-up and paths
@@ -259,22 +351,22 @@ MetaRoceQueuePair::EnsureInit()
     }
     m_tx.reset(new Sender());
     MetaRocePathManager::Config cfg;
-    cfg.rtoMinPs = m_rtoMin.GetPicoSeconds();
-    cfg.initialRtoPs = m_initialRto.GetPicoSeconds();
-    cfg.probeIntervalPs = m_probeInterval.GetPicoSeconds();
-    cfg.idleTimeoutPs = m_idleTimeout.GetPicoSeconds();
-    cfg.tailLossRtts = m_tailLossRtts;
-    cfg.nicRttForRto = m_nicRttForRto;
+    cfg.rtoMinPs = m_attrs->rtoMin.GetPicoSeconds();
+    cfg.initialRtoPs = m_attrs->initialRto.GetPicoSeconds();
+    cfg.probeIntervalPs = m_attrs->probeInterval.GetPicoSeconds();
+    cfg.idleTimeoutPs = m_attrs->idleTimeout.GetPicoSeconds();
+    cfg.tailLossRtts = m_attrs->tailLossRtts;
+    cfg.nicRttForRto = m_attrs->nicRttForRto;
     m_tx->nicRtt = MetaRoceNicRtt::Of(m_nic);
-    cfg.minPaths = m_minPaths;
-    cfg.maxPaths = m_maxPaths;
-    cfg.initialWindow = m_initialWindow;
-    cfg.pathWindowCap = m_pathWindowCap;
-    cfg.pathFailTimeouts = m_pathFailTimeouts;
-    cfg.planeFailPaths = m_planeFailPaths;
+    cfg.minPaths = m_attrs->minPaths;
+    cfg.maxPaths = m_attrs->maxPaths;
+    cfg.initialWindow = m_attrs->initialWindow;
+    cfg.pathWindowCap = m_attrs->pathWindowCap;
+    cfg.pathFailTimeouts = m_attrs->pathFailTimeouts;
+    cfg.planeFailPaths = m_attrs->planeFailPaths;
     cfg.mtu = m_mtu;
-    cfg.growPaths = m_growPaths;
-    cfg.openOnFirstUse = m_openOnFirstUse;
+    cfg.growPaths = m_attrs->growPaths;
+    cfg.openOnFirstUse = m_attrs->openOnFirstUse;
     uint32_t planes = m_nic->GetNPorts();
     std::vector<bool> linkUp(planes);
     double line = 0;
@@ -297,7 +389,7 @@ MetaRoceQueuePair::EnsureInit()
         }
         WakeAll();
     };
-    m_tx->ccOps = NewCongestionOps(m_ccType);
+    m_tx->ccOps = NewCongestionOps(m_attrs->ccType);
     m_tx->ccOps->Init(cc);
     m_hint = MetaRoceRateHint::Of(m_nic);
     m_tx->paths.OpenInitialPaths();
@@ -581,7 +673,7 @@ MetaRoceQueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
     {
         // The lines of this object that Receive reads (the first is in cache).
         __builtin_prefetch(&m_nic);
-        __builtin_prefetch(&m_ackInterval);
+        __builtin_prefetch(&m_attrs);
         if (ack)
         {
             __builtin_prefetch(&m_tx);
@@ -589,7 +681,7 @@ MetaRoceQueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
         else
         {
             PrefetchPlacement();
-            __builtin_prefetch(&m_receiver);
+            __builtin_prefetch(&m_rx);
         }
         return;
     }
@@ -618,7 +710,18 @@ MetaRoceQueuePair::PrepareReceive(const RdmaFields& h, uint32_t stage) const
         __builtin_prefetch(PeekPointer(m_hint));
         PrefetchReceiveBook();
     }
-    m_receiver.Prefetch(h.path, stage);
+    if (m_rx == nullptr)
+    {
+        return;
+    }
+    if (stage == 1)
+    {
+        __builtin_prefetch(m_rx.get());
+    }
+    else
+    {
+        m_rx->paths.Prefetch(h.path, 1); // the slot table and the first paths
+    }
 }
 
 void
@@ -627,7 +730,7 @@ MetaRoceQueuePair::PreparePull(uint32_t port, uint32_t stage) const
     if (stage == 0)
     {
         __builtin_prefetch(&m_nic);
-        __builtin_prefetch(&m_pathWindowCap);
+        __builtin_prefetch(&m_attrs);
         __builtin_prefetch(&m_tx);
     }
     else if (m_tx != nullptr)
@@ -640,8 +743,8 @@ MetaRoceQueuePair::PreparePull(uint32_t port, uint32_t stage) const
 void
 MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHeaderData& h)
 {
-    const MetaRoceReceiver::Arrival a =
-        m_receiver.OnData(port, frame.entropy, frame.ecn == ECN_CE, h, m_ackInterval);
+    const MetaRoceReceiver::Arrival a = ReceiverState().paths.OnData(
+        port, frame.entropy, frame.ecn == ECN_CE, h, m_attrs->ackInterval);
     if (a.ecnMarked)
     {
         ++ReceiveSide().ecnMarkedReceived;
@@ -661,16 +764,17 @@ MetaRoceQueuePair::ReceiveData(uint32_t port, FabricFrame& frame, const RdmaHead
     {
         SendPathAck(h.path);
     }
-    else if (!IsPending(m_ackFlush))
+    else if (!IsPending(m_rx->ackFlush))
     {
-        m_ackFlush = Simulator::Schedule(m_ackDelay, &MetaRoceQueuePair::FlushAcks, this);
+        m_rx->ackFlush =
+            Simulator::Schedule(m_attrs->ackDelay, &MetaRoceQueuePair::FlushAcks, this);
     }
 }
 
 void
 MetaRoceQueuePair::FlushAcks()
 {
-    m_receiver.ForEachUnacked([this](uint32_t i) { SendPathAck(i); });
+    m_rx->paths.ForEachUnacked([this](uint32_t i) { SendPathAck(i); });
 }
 
 void
@@ -679,7 +783,7 @@ MetaRoceQueuePair::SendPathAck(uint32_t pathId)
     RdmaHeaderData a;
     uint8_t port = 0;
     uint16_t entropy = 0;
-    m_receiver.MakeAck(pathId, m_remoteQpn, m_hint->HintBps(this), a, port, entropy);
+    m_rx->paths.MakeAck(pathId, m_remoteQpn, m_hint->HintBps(this), a, port, entropy);
     ++ReceiveSide().acksSent;
     m_nic->SendControl(port, MakeFrame(a, 0, entropy, false));
 }
@@ -702,11 +806,11 @@ MetaRoceQueuePair::ReleaseState()
         m_tx->paceEvent.Cancel();
         m_tx.reset();
     }
-    if (!IsPending(m_ackFlush))
+    if (!AckFlushPending())
     {
-        m_receiver.Release();
+        m_rx.reset();
     }
-    return !HasReleasableState() && !IsPending(m_ackFlush) && m_sendQueue.Empty() &&
+    return !HasReleasableState() && !AckFlushPending() && m_sendQueue.Empty() &&
            GetPendingReceives() == 0 && !m_sentCopies;
 }
 

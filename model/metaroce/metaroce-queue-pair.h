@@ -23,11 +23,14 @@
 #include "metaroce-nic-rtt.h"
 #include "metaroce-path-manager.h"
 #include "metaroce-receiver.h"
+#include "model/core/fast-simulator-impl.h"
 #include "model/core/ring.h"
 #include "model/transport/queue-pair.h"
 #include "model/transport/rdma-congestion-ops.h"
 
 #include "ns3/event-id.h"
+#include "ns3/nstime.h"
+#include "ns3/simple-ref-count.h"
 #include "ns3/type-id.h"
 
 #include <memory>
@@ -67,7 +70,10 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
     void NotifyPortState(uint32_t port, bool up) override;
     bool ReleaseState() override;
 
-    bool HasReleasableState() const override { return m_tx != nullptr || m_receiver.HasState(); }
+    bool HasReleasableState() const override
+    {
+        return m_tx != nullptr || (m_rx != nullptr && m_rx->paths.HasState());
+    }
 
     /// What tests and reports may read of a path.
     struct PathView
@@ -99,13 +105,47 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
 
     using PathCounters = MetaRocePathManager::PathCounters;
 
-    const PathCounters& GetPathCounters() const;
+    PathCounters GetPathCounters() const;
 
     typedef void (*PlaneStateTracedCallback)(uint32_t plane, bool usable);
 
     /// Reports window changes to the trace block's sinks (PathWindow, QpWindow); called after
     /// anything that may move a window, only when the QP is traced.
     void TraceWindows();
+
+    /// The attributes. A factory's prototype and its copies share one block (a QP would
+    /// otherwise carry some 110 bytes of them, and a run holds millions of QPs); setting an
+    /// attribute of one QP gives it a copy of its own first.
+    struct Attributes : SimpleRefCount<Attributes>
+    {
+        uint32_t minPaths{12};
+        uint32_t maxPaths{64};
+        uint32_t initialWindow{16};
+        uint32_t pathWindowCap{128};
+        uint32_t qpWindowCap{0};
+        uint32_t firstRttWindow{0};
+        uint32_t pacingBurst{2};
+        uint32_t ackInterval{1};
+        uint32_t pathFailTimeouts{3};
+        uint32_t planeFailPaths{2};
+        double tailLossRtts{2.5};
+        double hintWindowGain{2.0};
+        Time ackDelay{MicroSeconds(1)};
+        Time rtoMin{MicroSeconds(100)};
+        Time initialRto{MilliSeconds(5)};
+        Time probeInterval{MicroSeconds(500)};
+        Time idleTimeout{MilliSeconds(1)};
+        SprayPolicy policy{ROUND_ROBIN};
+        TypeId ccType;
+        bool nicRttForRto{true};
+        bool growPaths{true};
+        bool openOnFirstUse{false};
+    };
+
+    const Attributes& Attrs() const { return *m_attrs; }
+
+    /// The attributes to change (the attribute system's accessors): this QP's own copy.
+    Attributes& MutableAttrs();
 
   protected:
     void DoDispose() override;
@@ -152,35 +192,13 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
     void PlaneStateChanged(uint32_t plane, bool usable) override;
     void PathChanged(uint32_t path, uint32_t plane, PathEvent what) override;
 
-    // attributes
-    uint32_t m_minPaths{12};
-    uint32_t m_maxPaths{64};
-    uint32_t m_initialWindow{16};
-    uint32_t m_pathWindowCap{128};
-    uint32_t m_qpWindowCap{0};
-    uint32_t m_firstRttWindow{0};
-    double m_tailLossRtts{2.5};
-    bool m_nicRttForRto{true};
-    double m_hintWindowGain{2.0};
-    uint32_t m_pacingBurst{2};
-    uint32_t m_ackInterval{1};
-    Time m_ackDelay;
-    Time m_rtoMin;
-    Time m_initialRto;
-    uint32_t m_pathFailTimeouts{3};
-    uint32_t m_planeFailPaths{2};
-    Time m_probeInterval;
-    Time m_idleTimeout;
-    bool m_growPaths{true};
-    bool m_openOnFirstUse{false};
     //! it retransmitted or probed: copies may still be in flight, which the peer would
     //! acknowledge again, so it may not close (ReleaseState)
     bool m_sentCopies{false};
     //! ReleaseState found data in flight (resent copies): the timer releases the sender
     //! state once everything is answered
     bool m_releaseWanted{false};
-    SprayPolicy m_policy{ROUND_ROBIN};
-    TypeId m_ccType;
+    Ptr<Attributes> m_attrs; //!< shared with the QPs configured alike
 
     // sender: allocated by EnsureInit, so a QP that only receives (one direction of a
     // collective's connection, half of all QPs) carries none of it
@@ -211,9 +229,38 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
 
     SenderPtr m_tx; //!< null until the first send
 
-    MetaRoceReceiver m_receiver;
+    // receiver: made at the first data frame, so the sending end of a connection (it only
+    // hears ACKs) carries none of it, and freed by ReleaseState
+    struct Receiver
+    {
+        MetaRoceReceiver paths; //!< per-path sequence and SACK state
+        EventId ackFlush;       //!< coalesced ACKs (AckInterval > 1)
+    };
+
+    /// Owns the receiver state; copying (a prototype's Clone) yields none.
+    struct ReceiverPtr : std::unique_ptr<Receiver>
+    {
+        ReceiverPtr() = default;
+        ReceiverPtr(const ReceiverPtr&)
+            : std::unique_ptr<Receiver>()
+        {
+        }
+    };
+
+    Receiver& ReceiverState()
+    {
+        if (m_rx == nullptr)
+        {
+            m_rx.reset(new Receiver);
+        }
+        return *m_rx;
+    }
+
+    /// Whether coalesced ACKs wait for their timer.
+    bool AckFlushPending() const { return m_rx != nullptr && IsPending(m_rx->ackFlush); }
+
+    ReceiverPtr m_rx; //!< null until the first data frame, and again after ReleaseState
     Ptr<MetaRoceRateHint> m_hint;
-    EventId m_ackFlush;
 };
 
 } // namespace metaroce

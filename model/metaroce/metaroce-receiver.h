@@ -111,13 +111,6 @@ class MetaRoceReceiver
 
     bool HasState() const { return !m_rx.empty() || !m_rxSlot.empty(); }
 
-    /// Forgets every path (the connection is done).
-    void Release()
-    {
-        std::vector<RPath>().swap(m_rx);
-        std::vector<uint16_t>().swap(m_rxSlot);
-    }
-
     /// The receive state of path `id`, or null if nothing came on it yet.
     const RPath* Path(uint32_t id) const
     {
