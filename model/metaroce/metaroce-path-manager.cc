@@ -150,6 +150,10 @@ MetaRocePathManager::OpenPath(uint32_t plane, PathState state, bool wake, bool v
     return slot;
 }
 
+// QPs whose configurations compare equal share one copy: a field added to Config must join
+// its operator== (this size check is the reminder).
+static_assert(sizeof(MetaRocePathManager::Config) == 80, "Config changed: update operator==");
+
 const MetaRocePathManager::Shared*
 MetaRocePathManager::Intern(const Config& cfg)
 {
