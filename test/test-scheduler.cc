@@ -37,7 +37,7 @@ namespace
 /// Drives a scheduler through random inserts (many timestamp ties, spread over `spread` time
 /// steps ahead), removals of arbitrary events and pops, checking every pop against a reference.
 void
-CheckOrder(Ptr<Scheduler> s, uint64_t spread)
+CheckOrder(Ptr<Scheduler> s, uint64_t spread, double atEarliest = 0)
 {
     std::set<std::pair<uint64_t, uint32_t>> ref;
     std::vector<Scheduler::Event> live;
@@ -56,6 +56,10 @@ CheckOrder(Ptr<Scheduler> s, uint64_t spread)
             // Many ties on the timestamp: the uid must break them. Now and then one far ahead.
             ev.key.m_ts =
                 now + (rng.Uniform() < 0.02 ? rng.Next() % (spread * 100) : rng.Next() % spread);
+            if (!ref.empty() && rng.Uniform() < atEarliest)
+            {
+                ev.key.m_ts = ref.begin()->first; // into a burst at the earliest pending time
+            }
             ev.key.m_uid = uid++;
             ev.key.m_context = 0;
             s->Insert(ev);
@@ -98,6 +102,23 @@ TEST_CASE("QuadHeapScheduler pops in (time, uid) order through inserts and remov
 {
     CheckOrder(CreateObject<QuadHeapScheduler>(), 50);
     CheckOrder(CreateObject<QuadHeapScheduler>(), 100000);
+}
+
+TEST_CASE("BucketScheduler keeps the order through bursts of simultaneous inserts", "[scheduler]")
+{
+    // Half the inserts join the events of the earliest pending time (scheduled while they
+    // wait: they run after them), with removals among them, in narrow and wide buckets.
+    for (uint32_t shift : {0u, 4u, 10u})
+    {
+        for (uint64_t spread : {uint64_t(3), uint64_t(50), uint64_t(5000)})
+        {
+            INFO("WidthShift " << shift << ", spread " << spread);
+            ObjectFactory f("ns3::metaroce::BucketScheduler");
+            f.Set("WidthShift", UintegerValue(shift));
+            f.Set("Buckets", UintegerValue(64));
+            CheckOrder(f.Create<Scheduler>(), spread, 0.5);
+        }
+    }
 }
 
 TEST_CASE("BucketScheduler pops in (time, uid) order through inserts and removals", "[scheduler]")

@@ -182,6 +182,16 @@ template <typename E, typename Order> class BucketQueue
         {
             if (b == m_nearBucket)
             {
+                if (Order::kNewestLast &&
+                    (m_tailHead < m_tail.size() ? ev.key.m_ts == m_tail.back().key.m_ts
+                                                : ev.key.m_ts == m_near.back().key.m_ts))
+                {
+                    // At the earliest pending time, and (the order being one of scheduling)
+                    // after every event pending there: a burst of simultaneous events
+                    // would make each such insert shift the rest of the burst.
+                    m_tail.push_back(ev);
+                    return;
+                }
                 // The earliest bucket is being consumed from its end: keep it sorted.
                 m_near.insert(std::upper_bound(m_near.begin(), m_near.end(), ev, Later{}), ev);
                 return;
@@ -206,11 +216,12 @@ template <typename E, typename Order> class BucketQueue
     {
         NS_ASSERT(!IsEmpty());
         const E* far = m_far.Front();
-        if (!Settle() || (far != nullptr && Order::Before(*far, m_near.back())))
+        if (!Settle())
         {
             return *far;
         }
-        return m_near.back();
+        const E& near = NearFront();
+        return far != nullptr && Order::Before(*far, near) ? *far : near;
     }
 
     E RemoveNext()
@@ -218,11 +229,28 @@ template <typename E, typename Order> class BucketQueue
         NS_ASSERT(!IsEmpty());
         E top;
         const E* far = m_far.Front();
-        if (Settle() && (far == nullptr || Order::Before(m_near.back(), *far)))
+        if (Settle() && (far == nullptr || Order::Before(NearFront(), *far)))
         {
+            if (m_tailHead < m_tail.size() && Order::Before(m_tail[m_tailHead], m_near.back()))
+            {
+                top = m_tail[m_tailHead++];
+                --m_inRing;
+                if (m_tailHead == m_tail.size())
+                {
+                    ClearTail();
+                }
+                m_base = BucketOf(top.key.m_ts);
+                return top;
+            }
             top = m_near.back();
             m_near.pop_back();
             --m_inRing;
+            if (m_near.empty() && m_tailHead < m_tail.size())
+            {
+                // The tail lives beside a non-empty m_near: it becomes m_near.
+                m_near.assign(m_tail.rbegin(), m_tail.rend() - m_tailHead);
+                ClearTail();
+            }
             std::size_t n = m_near.size();
             // Event objects and what they touch are usually cold: while this event runs, the
             // next ones go through the stages of PreparedEvent, each reading only lines the
@@ -265,6 +293,18 @@ template <typename E, typename Order> class BucketQueue
             if (it != m_near.end())
             {
                 m_near.erase(it); // keeps the order
+                --m_inRing;
+                if (m_near.empty() && m_tailHead < m_tail.size())
+                {
+                    m_near.assign(m_tail.rbegin(), m_tail.rend() - m_tailHead);
+                    ClearTail();
+                }
+                return true;
+            }
+            auto t = std::find_if(m_tail.begin() + m_tailHead, m_tail.end(), same);
+            if (t != m_tail.end())
+            {
+                m_tail.erase(t);
                 --m_inRing;
                 return true;
             }
@@ -374,7 +414,26 @@ template <typename E, typename Order> class BucketQueue
         {
             Append(m_nearBucket, e);
         }
+        for (std::size_t i = m_tailHead; i < m_tail.size(); ++i)
+        {
+            Append(m_nearBucket, m_tail[i]);
+        }
         m_near.clear();
+        ClearTail();
+    }
+
+    /// The earliest of m_near (not empty) and the tail.
+    const E& NearFront() const
+    {
+        return m_tailHead < m_tail.size() && Order::Before(m_tail[m_tailHead], m_near.back())
+                   ? m_tail[m_tailHead]
+                   : m_near.back();
+    }
+
+    void ClearTail() const
+    {
+        m_tail.clear();
+        m_tailHead = 0;
     }
 
     /// Moves the earliest ring bucket into m_near, sorted latest-first. False if none.
@@ -515,8 +574,13 @@ template <typename E, typename Order> class BucketQueue
     uint64_t m_mask{0};
     uint64_t m_base{0}; //!< bucket of the last event removed: nothing is earlier
     mutable std::vector<Bucket> m_ring;
-    mutable std::vector<uint64_t> m_used;  //!< bit per ring slot: has chunks
-    mutable std::vector<E> m_near;         //!< the earliest bucket's events, latest first
+    mutable std::vector<uint64_t> m_used; //!< bit per ring slot: has chunks
+    mutable std::vector<E> m_near;        //!< the earliest bucket's events, latest first
+    //! Events of m_near's earliest pending time scheduled while it was pending, in scheduling
+    //! order (so after m_near's events of that time), from m_tailHead on; only beside a
+    //! non-empty m_near, and only for an order of scheduling (Order::kNewestLast).
+    mutable std::vector<E> m_tail;
+    mutable std::size_t m_tailHead{0};
     mutable std::vector<E> m_sorted;       //!< SortNear's output, swapped with m_near
     mutable std::vector<uint32_t> m_count; //!< SortNear's counters, one per time step
     mutable uint64_t m_nearBucket{0};      //!< which bucket m_near holds, if not empty

@@ -163,6 +163,8 @@ class FastSimulatorImpl final : public SimulatorImpl
     };
     struct NodeTieOrder
     {
+        static constexpr bool kNewestLast = false; // a tie is by node, not scheduling order
+
         static bool Before(const NodeEvent& a, const NodeEvent& b)
         {
             return a.key.m_ts < b.key.m_ts ||

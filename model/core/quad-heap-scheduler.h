@@ -21,6 +21,9 @@ namespace metaroce
 /// ns-3's order on Scheduler::Event, for the queues of bucket-queue.h.
 struct ScheduledOrder
 {
+    /// An event scheduled later never runs before an earlier-scheduled one of its time.
+    static constexpr bool kNewestLast = true;
+
     /// The order every ns-3 scheduler keeps: by time, then by scheduling order (uid).
     static bool Before(const Scheduler::Event& a, const Scheduler::Event& b)
     {
