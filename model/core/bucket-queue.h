@@ -245,12 +245,7 @@ template <typename E, typename Order> class BucketQueue
             top = m_near.back();
             m_near.pop_back();
             --m_inRing;
-            if (m_near.empty() && m_tailHead < m_tail.size())
-            {
-                // The tail lives beside a non-empty m_near: it becomes m_near.
-                m_near.assign(m_tail.rbegin(), m_tail.rend() - m_tailHead);
-                ClearTail();
-            }
+            KeepTailBesideNear();
             std::size_t n = m_near.size();
             // Event objects and what they touch are usually cold: while this event runs, the
             // next ones go through the stages of PreparedEvent, each reading only lines the
@@ -294,11 +289,7 @@ template <typename E, typename Order> class BucketQueue
             {
                 m_near.erase(it); // keeps the order
                 --m_inRing;
-                if (m_near.empty() && m_tailHead < m_tail.size())
-                {
-                    m_near.assign(m_tail.rbegin(), m_tail.rend() - m_tailHead);
-                    ClearTail();
-                }
+                KeepTailBesideNear();
                 return true;
             }
             auto t = std::find_if(m_tail.begin() + m_tailHead, m_tail.end(), same);
@@ -434,6 +425,16 @@ template <typename E, typename Order> class BucketQueue
     {
         m_tail.clear();
         m_tailHead = 0;
+    }
+
+    /// The tail lives beside a non-empty m_near: once m_near empties, the tail becomes it.
+    void KeepTailBesideNear() const
+    {
+        if (m_near.empty() && m_tailHead < m_tail.size())
+        {
+            m_near.assign(m_tail.rbegin(), m_tail.rend() - m_tailHead);
+            ClearTail();
+        }
     }
 
     /// Moves the earliest ring bucket into m_near, sorted latest-first. False if none.
