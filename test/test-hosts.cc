@@ -186,6 +186,75 @@ TEST_CASE("a ring over 2 hosts x 8 accelerators puts NCCL's bytes on each link c
     }
 }
 
+TEST_CASE("a collective inside one host takes the same time under every network transport",
+          "[hosts][collective]")
+{
+    // No byte of it touches a NIC: the scale-up domain alone decides, so MetaRoCE and RoCEv2
+    // (with several QPs per connection too) must agree to the picosecond. A connection over
+    // the domain is one QP per channel whatever the transport (NCCL's P2P transport).
+    struct Case
+    {
+        const char* qp;
+        uint32_t qpsPerConnection;
+    };
+    for (CollectiveAlgorithm algo :
+         {CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree, CollectiveAlgorithm::Direct})
+    {
+        std::vector<int64_t> ends;
+        std::vector<uint64_t> qps;
+        for (Case c :
+             {Case{"ns3::metaroce::MetaRoceQueuePair", 1},
+              Case{"ns3::metaroce::RoceV2QueuePair", 1}, Case{"ns3::metaroce::RoceV2QueuePair", 4}})
+        {
+            SimGuard guard;
+            TwoHosts t;
+            QueuePairFactory f;
+            f.SetTypeId(c.qp);
+            CollectiveConfig cfg;
+            cfg.scaleUp = &t.su;
+            cfg.maxChannels = 8;
+            cfg.qpsPerConnection = c.qpsPerConnection;
+            cfg.protocol = NcclProto::Simple;
+            std::vector<uint32_t> ranks(8); // host 0's accelerators
+            std::iota(ranks.begin(), ranks.end(), 0u);
+            Communicator comm(ranks, &t.nics, f, cfg);
+            CollectiveResult res;
+            bool done = false;
+            comm.Start(algo == CollectiveAlgorithm::Direct ? CollectiveOp::AllToAll
+                                                           : CollectiveOp::AllReduce,
+                       algo, 8 << 20,
+                       [&](const CollectiveResult& r)
+                       {
+                           res = r;
+                           done = true;
+                           Simulator::Stop();
+                       });
+            Simulator::Run();
+            INFO(c.qp << " x" << c.qpsPerConnection << " " << ToString(algo));
+            REQUIRE(done);
+            uint64_t n = 0;
+            comm.ForEachQp(
+                [&](const Ptr<QueuePair>& q)
+                {
+                    CHECK(DynamicCast<ScaleUpQueuePair>(q) != nullptr);
+                    ++n;
+                });
+            ends.push_back(res.endPs - res.startPs);
+            qps.push_back(n);
+        }
+        INFO(ToString(algo) << " " << ends[0] << " " << ends[1] << " " << ends[2]);
+        CHECK(ends[0] == ends[1]);
+        CHECK(ends[0] == ends[2]);
+        CHECK(qps[0] == qps[1]);
+        CHECK(qps[0] == qps[2]);
+        // one QP per connection: a ring's to the next rank, all-to-all's to every peer
+        if (algo != CollectiveAlgorithm::Tree)
+        {
+            CHECK(qps[0] == (algo == CollectiveAlgorithm::Direct ? 8u * 7 : 8u));
+        }
+    }
+}
+
 TEST_CASE("scale-up: a transfer takes serialization plus latency, and senders share an ingress",
           "[hosts][scaleup]")
 {
@@ -235,6 +304,28 @@ TEST_CASE("scale-up: a transfer takes serialization plus latency, and senders sh
     CHECK(last == 2 * 10485760 + 500000); // 2 S through one ingress, then the latency
     // The posted bytes were placed once each (the NICs' counters feed the stall watchdog).
     CHECK(w.rdma->Nic(3)->GetPlacedBytes() == 3 * S);
+
+    // A QP's streams are channels of their own: a small message on stream 1 posted after a
+    // large one on stream 0 takes every other chunk of the egress, and completes (at both
+    // ends) long before it, not behind it.
+    std::vector<std::pair<uint16_t, int64_t>> order;
+    std::vector<std::pair<uint16_t, int64_t>> recvd;
+    b0->SetReceiveHandler([&](const RdmaCompletion& c)
+                          { recvd.emplace_back(c.stream, c.completedPs); });
+    t0 = Simulator::Now().GetPicoSeconds();
+    auto note = [&](const RdmaCompletion& c) { order.emplace_back(c.stream, c.completedPs); };
+    a0->PostSend(4 * S, 0, note);
+    a0->PostSend(2 * 65536, 1, note);
+    Simulator::Run();
+    REQUIRE(order.size() == 2);
+    REQUIRE(recvd.size() == 2);
+    CHECK(order[0].first == 1);
+    CHECK(recvd[0].first == 1);
+    // stream 0's first chunk left at once and it went back in line ahead of stream 1: the
+    // egress sends 0, 0, 1, 0, 1, so stream 1 is in after 5 chunk times and the latency
+    CHECK(recvd[0].second - t0 == 5 * 655360 + 500000);
+    CHECK(recvd[1].second - t0 == 4 * 10485760 + 2 * 655360 + 500000);
+    CHECK(order[0].second < order[1].second);
 }
 
 TEST_CASE("the NICs' transmit and receive processing add exactly their latency to a message",

@@ -258,13 +258,19 @@ Communicator::Connection(uint32_t src, uint32_t dst)
     // its random streams, so it is reserved now, in the order QPs were always numbered;
     // pinned QPs (one per channel, most of them never used) get theirs when they open.
     Conn& c = m_conns[key];
-    if (m_multiplexed)
+    if (Multiplexed(src, dst))
     {
         QpPair& p = c.Slot(0);
         p.txQpn = NicOf(src)->ReserveQpn();
         p.rxQpn = NicOf(dst)->ReserveQpn();
     }
     return c;
+}
+
+bool
+Communicator::SameHost(uint32_t a, uint32_t b) const
+{
+    return m_cfg.scaleUp != nullptr && m_cfg.scaleUp->SameHost(m_ranks[a], m_ranks[b]);
 }
 
 Communicator::QpPair&
@@ -279,7 +285,7 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
     Ptr<QueuePair> qa;
     Ptr<QueuePair> qb;
     const ScaleUpFabric* su = m_cfg.scaleUp;
-    if (su != nullptr && su->SameHost(m_ranks[src], m_ranks[dst]))
+    if (SameHost(src, dst))
     {
         NS_ABORT_MSG_IF(!txHere || !rxHere,
                         "collective: a host's accelerators are simulated by different processes");
@@ -358,7 +364,7 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
         return p; // the receiving end is another process's
     }
     // The receive side of the connection reports (channel, message index) upwards.
-    if (m_multiplexed)
+    if (Multiplexed(src, dst))
     {
         // 16 bytes of capture: std::function keeps it inline (one QP per peer, millions)
         uint64_t ends = static_cast<uint64_t>(src) << 32 | dst;
@@ -604,7 +610,7 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
                 Conn& c = Connection(r, q.peer);
                 c.openQueues += lastUse && q.nOps > 0 ? 1 : 0;
             }
-            else if (m_multiplexed && r < q.peer && firstVisit(q.peer))
+            else if (Multiplexed(r, q.peer) && r < q.peer && firstVisit(q.peer))
             {
                 NicOf(r)->ReserveQpn();
                 NicOf(q.peer)->ReserveQpn();
@@ -619,7 +625,7 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
             {
                 q.SetBase(Connection(q.Peer(), r).Sent(q.Channel()));
             }
-            else if (m_multiplexed && r < q.Peer() && firstVisit(q.Peer()))
+            else if (Multiplexed(q.Peer(), r) && r < q.Peer() && firstVisit(q.Peer()))
             {
                 NicOf(q.Peer())->ReserveQpn();
                 NicOf(r)->ReserveQpn();
@@ -667,17 +673,17 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
 void
 Communicator::PrepareRemoteConnections(Run& run)
 {
-    const uint32_t perConn = m_cfg.qpsPerConnection;
     // The QPs a (peer, channel) queue uses: one multiplexed QP, or the pinned ones its
     // messages are dealt to round-robin from the connection's count `base` on.
-    auto indices = [&](uint32_t channel, uint64_t base, uint64_t n)
+    auto indices = [&](uint32_t src, uint32_t dst, uint32_t channel, uint64_t base, uint64_t n)
     {
         std::vector<uint32_t> out;
-        if (m_multiplexed)
+        if (Multiplexed(src, dst))
         {
             out.push_back(0);
             return out;
         }
+        const uint32_t perConn = m_cfg.qpsPerConnection;
         for (uint64_t j = 0; j < std::min<uint64_t>(perConn, n); ++j)
         {
             out.push_back(channel * perConn + static_cast<uint32_t>((base + j) % perConn));
@@ -696,7 +702,8 @@ Communicator::PrepareRemoteConnections(Run& run)
             if (!IsLocal(r) && !IsLocal(q.peer))
             {
                 // no record here (Start): counted only, from the connection's first message
-                for (std::size_t n = indices(q.channel, 0, q.nOps).size(); !m_multiplexed && n > 0;
+                const bool mux = Multiplexed(r, q.peer);
+                for (std::size_t n = indices(r, q.peer, q.channel, 0, q.nOps).size(); !mux && n > 0;
                      --n)
                 {
                     NicOf(r)->ReserveQpn();
@@ -705,7 +712,7 @@ Communicator::PrepareRemoteConnections(Run& run)
                 continue;
             }
             Conn& c = Connection(r, q.peer);
-            for (uint32_t i : indices(q.channel, c.Sent(q.channel), q.nOps))
+            for (uint32_t i : indices(r, q.peer, q.channel, c.Sent(q.channel), q.nOps))
             {
                 QpPair& p = c.Slot(i);
                 if (p.txQpn == 0)
@@ -731,7 +738,7 @@ Communicator::PrepareRemoteConnections(Run& run)
                 continue;
             }
             Conn& c = Connection(q.Peer(), r);
-            for (uint32_t i : indices(q.Channel(), q.Base(), q.Expected()))
+            for (uint32_t i : indices(q.Peer(), r, q.Channel(), q.Base(), q.Expected()))
             {
                 QpPair* p = c.Find(i);
                 if (p == nullptr || !p->rx)
@@ -783,12 +790,12 @@ Communicator::PostQueue(Run& run, uint32_t r, uint32_t qi)
         Conn& c = Connection(r, q.peer);
         uint64_t index = c.Issue(q.channel);
         // One QP carrying channels as streams, or a pinned one per channel (and index).
-        uint32_t i = m_multiplexed ? 0
-                                   : q.channel * m_cfg.qpsPerConnection +
-                                         static_cast<uint32_t>(index % m_cfg.qpsPerConnection);
+        const bool mux = Multiplexed(r, q.peer);
+        const uint32_t qpc = m_cfg.qpsPerConnection;
+        uint32_t i = mux ? 0 : q.channel * qpc + static_cast<uint32_t>(index % qpc);
         QpPair* pair = c.Find(i);
         Ptr<QueuePair> qp = pair != nullptr && pair->tx ? pair->tx : OpenQp(c, r, q.peer, i).tx;
-        uint16_t stream = m_multiplexed ? static_cast<uint16_t>(q.channel) : 0;
+        uint16_t stream = mux ? static_cast<uint16_t>(q.channel) : 0;
         // The protocol's lines go on the wire; the kernel's and proxy's work comes first.
         uint64_t bytes = ProtocolWireBytes(run.protocol, op.bytes);
         int64_t delayPs =

@@ -348,6 +348,16 @@ class Communicator
 
     RdmaNic* NicOf(uint32_t rank) const { return PeekPointer((*m_nics)[m_ranks[rank]]); }
     Conn& Connection(uint32_t src, uint32_t dst);
+    /// Whether two ranks share a host (their connection crosses its scale-up domain).
+    bool SameHost(uint32_t a, uint32_t b) const;
+    /// Whether the connection from src to dst is one QP carrying channels as streams: over
+    /// the network, if the transport's QPs are not pinned; over the scale-up domain, always,
+    /// whatever the network transport (its QP runs each stream as a channel of its own, as
+    /// NCCL's P2P transport gives each channel a connection: scale-up.h).
+    bool Multiplexed(uint32_t src, uint32_t dst) const
+    {
+        return m_multiplexed || SameHost(src, dst);
+    }
     /// Opens QP pair i of a connection (at its first message).
     QpPair& OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i);
     /// Whether this process simulates rank r's NIC.

@@ -318,21 +318,47 @@ QueuePair::MarkSent(SendMessage& m)
         SendMessage front = std::move(m_sendQueue.Front());
         m_sendQueue.PopFront();
         ++m_sendQueueBase;
-        ++m_sendBook->messagesSent;
-        if (m_traces)
+        if (!front.reported)
         {
-            m_traces->sendComplete(front.stream, front.seq, front.bytes, Simulator::Now());
+            Report(front);
         }
-        if (front.onSent)
-        {
-            RdmaCompletion c;
-            c.stream = front.stream;
-            c.seq = front.seq;
-            c.bytes = front.bytes;
-            c.postedPs = front.postedPs;
-            c.completedPs = NowPs();
-            front.onSent(c);
-        }
+    }
+}
+
+void
+QueuePair::MarkSentNow(uint64_t index)
+{
+    SendMessage& m = m_sendQueue.At(static_cast<uint32_t>(index - m_sendQueueBase));
+    m.done = true;
+    m.reported = true;
+    // Out of the queue before its completion runs, which may post (and move the queue).
+    SendMessage done;
+    done.bytes = m.bytes;
+    done.postedPs = m.postedPs;
+    done.seq = m.seq;
+    done.stream = m.stream;
+    done.onSent = std::move(m.onSent);
+    MarkSent(m);
+    Report(done);
+}
+
+void
+QueuePair::Report(SendMessage& m)
+{
+    ++m_sendBook->messagesSent;
+    if (m_traces)
+    {
+        m_traces->sendComplete(m.stream, m.seq, m.bytes, Simulator::Now());
+    }
+    if (m.onSent)
+    {
+        RdmaCompletion c;
+        c.stream = m.stream;
+        c.seq = m.seq;
+        c.bytes = m.bytes;
+        c.postedPs = m.postedPs;
+        c.completedPs = NowPs();
+        m.onSent(c);
     }
 }
 

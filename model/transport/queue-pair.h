@@ -254,6 +254,7 @@ class QueuePair : public Object
         uint32_t firstPsn{0}; //!< for transports with one PSN space per QP
         uint16_t stream{0};
         bool done{false};
+        bool reported{false}; //!< its completion already ran (MarkSentNow)
         CompletionHandler onSent;
         // for transports that acknowledge packets out of order
         uint32_t nextPkt{0}; //!< next packet never sent yet
@@ -378,6 +379,12 @@ class QueuePair : public Object
     bool Place(const RdmaHeaderData& h, uint32_t payload, bool trackPlacement);
     /// Sender: marks message `m` fully acknowledged and releases completions in order.
     void MarkSent(SendMessage& m);
+    /// Sender: message `index` (counted from the QP's first) is fully acknowledged and
+    /// completes now, whatever is still in flight before it: for a QP whose streams are
+    /// independent channels (a scale-up connection's). The queue drops it in order.
+    void MarkSentNow(uint64_t index);
+    /// A completed message's counter, trace and completion handler.
+    void Report(SendMessage& m);
     /// Gives a new trace block the QP's current values (window, rate).
     virtual void InitTraces(QueuePairTraces& t) {}
 

@@ -109,14 +109,15 @@ ScaleUpDomain::TxPs(uint32_t bytes) const
 }
 
 void
-ScaleUpDomain::NotifyReady(uint32_t acc, ScaleUpQueuePair* qp)
+ScaleUpDomain::NotifyReady(uint32_t acc, ScaleUpQueuePair* qp, uint16_t stream)
 {
-    if (qp->m_ready)
+    ScaleUpQueuePair::Cursor& c = qp->m_streams[stream];
+    if (c.ready)
     {
         return;
     }
-    qp->m_ready = true;
-    m_ports[acc].ready.PushBack(std::move(qp));
+    c.ready = true;
+    m_ports[acc].ready.PushBack(Ready{qp, stream});
     Transmit(acc);
 }
 
@@ -126,18 +127,18 @@ ScaleUpDomain::Transmit(uint32_t acc)
     Port& port = m_ports[acc];
     while (!port.busy && port.ready.Size() > 0)
     {
-        ScaleUpQueuePair* qp = port.ready.Front();
+        const Ready r = port.ready.Front();
         port.ready.PopFront();
+        ScaleUpQueuePair* qp = r.qp;
         RdmaHeaderData h;
         uint32_t payload = 0;
         uint64_t index = 0;
-        if (!qp->NextChunk(m_chunkBytes, h, payload, index))
+        if (!qp->NextChunk(r.stream, m_chunkBytes, h, payload, index))
         {
-            qp->m_ready = false;
             continue;
         }
         // Round robin: back of the line while it has more.
-        port.ready.PushBack(std::move(qp));
+        port.ready.PushBack(Ready{r});
         port.busy = true;
         port.txBytes += payload;
         const int64_t now = NowPs();
@@ -200,29 +201,45 @@ ScaleUpQueuePair::Clone() const
 void
 ScaleUpQueuePair::OnPosted()
 {
-    m_domain->NotifyReady(m_local, this);
+    const uint16_t stream = m_sendQueue.Back().stream;
+    if (stream >= m_streams.size())
+    {
+        m_streams.resize(stream + 1u);
+    }
+    m_domain->NotifyReady(m_local, this, stream);
 }
 
 bool
-ScaleUpQueuePair::NextChunk(uint32_t chunkBytes, RdmaHeaderData& h, uint32_t& payload,
-                            uint64_t& index)
+ScaleUpQueuePair::NextChunk(uint16_t stream, uint32_t chunkBytes, RdmaHeaderData& h,
+                            uint32_t& payload, uint64_t& index)
 {
-    if (m_nextMsg - m_sendQueueBase >= m_sendQueue.Size())
+    Cursor& c = m_streams[stream];
+    // Messages before the queue's base are done, so sent: the stream's next one is at or
+    // after it; other streams' messages are stepped over (each once per stream).
+    const uint64_t end = m_sendQueueBase + m_sendQueue.Size();
+    c.next = std::max<uint64_t>(c.next, m_sendQueueBase);
+    while (c.next < end &&
+           m_sendQueue.At(static_cast<uint32_t>(c.next - m_sendQueueBase)).stream != stream)
     {
+        ++c.next;
+    }
+    if (c.next >= end)
+    {
+        c.ready = false;
         return false;
     }
-    const SendMessage& m = m_sendQueue.At(static_cast<uint32_t>(m_nextMsg - m_sendQueueBase));
-    payload = static_cast<uint32_t>(std::min<uint64_t>(chunkBytes, m.bytes - m_offset));
+    const SendMessage& m = m_sendQueue.At(static_cast<uint32_t>(c.next - m_sendQueueBase));
+    payload = static_cast<uint32_t>(std::min<uint64_t>(chunkBytes, m.bytes - c.offset));
     h.stream = m.stream;
     h.msgId = m.seq;
     h.msgBytes = static_cast<uint32_t>(m.bytes);
-    h.offset = m_offset;
-    index = m_nextMsg;
-    m_offset += payload;
-    if (m_offset >= m.bytes)
+    h.offset = c.offset;
+    index = c.next;
+    c.offset += payload;
+    if (c.offset >= m.bytes)
     {
-        ++m_nextMsg;
-        m_offset = 0;
+        ++c.next;
+        c.offset = 0;
     }
     ++SendSide().dataPacketsSent;
     return true;
@@ -241,7 +258,7 @@ ScaleUpQueuePair::Acknowledge(uint64_t index, uint32_t payload)
     m.ackedBytes += payload;
     if (m.ackedBytes == m.bytes && !m.done)
     {
-        MarkSent(m); // the last chunk: chunks of one connection arrive in order
+        MarkSentNow(index); // the last chunk: a stream's chunks arrive in order
     }
 }
 

@@ -14,7 +14,10 @@
  * ScaleUpQueuePair carries a connection between two accelerators of one host through the
  * domain with the QueuePair API, so collectives use it exactly as a network QP: posted
  * messages, receive completions in order per stream, sender completions when every byte has
- * arrived.
+ * arrived. Its streams are independent channels, as NCCL's P2P transport gives each channel a
+ * connection of its own: each stream sends its messages in order and takes its own turn in
+ * the egress's round robin, and a message completes when its last byte lands, whatever
+ * another stream still has in flight.
  */
 #ifndef METAROCE_SCALE_UP_H
 #define METAROCE_SCALE_UP_H
@@ -51,8 +54,8 @@ class ScaleUpDomain : public Object
     /// attaches each to its accelerator's NIC for bookkeeping (QPNs, counters).
     std::pair<Ptr<ScaleUpQueuePair>, Ptr<ScaleUpQueuePair>> Connect(uint32_t a, uint32_t b);
 
-    /// A queue pair of accelerator `acc` has chunks to send.
-    void NotifyReady(uint32_t acc, ScaleUpQueuePair* qp);
+    /// Stream `stream` of a queue pair of accelerator `acc` has chunks to send.
+    void NotifyReady(uint32_t acc, ScaleUpQueuePair* qp, uint16_t stream);
 
     /// Payload bytes accelerator `acc` sent and received over the domain.
     uint64_t GetTxBytes(uint32_t acc) const { return m_ports[acc].txBytes; }
@@ -86,11 +89,18 @@ class ScaleUpDomain : public Object
     using DoneEvent = ReusableEvent<ScaleUpDomain, &ScaleUpDomain::TransmitDone>;
     using DeliverEvent = ReusableEvent<ScaleUpDomain, &ScaleUpDomain::Deliver>;
 
+    /// A stream of a queue pair with chunks to send.
+    struct Ready
+    {
+        ScaleUpQueuePair* qp;
+        uint16_t stream;
+    };
+
     struct Port
     {
-        Ring<ScaleUpQueuePair*> ready; //!< queue pairs with chunks, round robin
-        bool busy{false};              //!< a chunk is being serialized at the egress
-        int64_t ingressFreePs{0};      //!< when the ingress has delivered all it accepted
+        Ring<Ready> ready;        //!< streams with chunks, round robin
+        bool busy{false};         //!< a chunk is being serialized at the egress
+        int64_t ingressFreePs{0}; //!< when the ingress has delivered all it accepted
         uint64_t txBytes{0};
         uint64_t rxBytes{0};
         Ring<Delivery> arriving; //!< chunks on their way in, by delivery time
@@ -121,10 +131,11 @@ class ScaleUpQueuePair : public QueuePair
   private:
     friend class ScaleUpDomain;
 
-    /// The next chunk of the message being sent, at most `chunkBytes`: its header (stream,
-    /// message, offset) and payload; false if nothing is left to send. `index` identifies
-    /// the message for Acknowledge.
-    bool NextChunk(uint32_t chunkBytes, RdmaHeaderData& h, uint32_t& payload, uint64_t& index);
+    /// The next chunk of `stream`'s message being sent, at most `chunkBytes`: its header
+    /// (stream, message, offset) and payload; false if the stream has nothing left to send
+    /// (it is then no longer ready). `index` identifies the message for Acknowledge.
+    bool NextChunk(uint16_t stream, uint32_t chunkBytes, RdmaHeaderData& h, uint32_t& payload,
+                   uint64_t& index);
     /// Receiver: a chunk arrived.
     void Arrive(const RdmaHeaderData& h, uint32_t payload);
     /// Sender: a chunk of message `index` (as NextChunk gave it) arrived at the peer.
@@ -136,9 +147,16 @@ class ScaleUpQueuePair : public QueuePair
     ScaleUpQueuePair* m_peer{nullptr};
     uint32_t m_local{0};
     uint32_t m_peerLocal{0};
-    uint64_t m_nextMsg{0}; //!< index (among all messages posted) of the one being sent
-    uint64_t m_offset{0};  //!< of that message, sent so far
-    bool m_ready{false};   //!< in the domain's round robin
+    /// A stream's progress: the message it sends (index among all the QP's messages; the
+    /// messages between belong to other streams) and how much of it has gone.
+    struct Cursor
+    {
+        uint64_t next{0};
+        uint32_t offset{0};
+        bool ready{false}; //!< in the domain's round robin
+    };
+
+    std::vector<Cursor> m_streams; //!< by stream
 };
 
 /// The scale-up domains of a cluster of hosts with `acceleratorsPerHost` accelerators each,
