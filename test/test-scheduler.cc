@@ -1,6 +1,7 @@
 // The event schedulers: same order as ns-3's own schedulers, event for event.
 #include "helper/fabric-helper.h"
 #include "helper/rdma-helper.h"
+#include "model/core/bucket-queue.h"
 #include "model/core/bucket-scheduler.h"
 #include "model/core/fabric-random.h"
 #include "model/core/fast-simulator-impl.h"
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <set>
+#include <tuple>
 
 using namespace ns3;
 using namespace ns3::metaroce;
@@ -118,6 +120,99 @@ TEST_CASE("BucketScheduler keeps the order through bursts of simultaneous insert
             f.Set("Buckets", UintegerValue(64));
             CheckOrder(f.Create<Scheduler>(), spread, 0.5);
         }
+    }
+}
+
+namespace
+{
+/// An event ordered by (time, tie) with ties in no particular order, as TieOrder node's.
+struct TieKey
+{
+    uint64_t m_ts;
+    uint64_t m_tie;
+    uint32_t m_uid;
+};
+
+struct TieEvent
+{
+    EventImpl* impl;
+    TieKey key;
+};
+
+struct ByTie
+{
+    static constexpr bool kNewestLast = false;
+
+    static bool Before(const TieEvent& a, const TieEvent& b)
+    {
+        return a.key.m_ts < b.key.m_ts || (a.key.m_ts == b.key.m_ts && a.key.m_tie < b.key.m_tie);
+    }
+
+    static bool SecondBefore(const TieEvent& a, const TieEvent& b)
+    {
+        return a.key.m_tie < b.key.m_tie;
+    }
+
+    static void Copy(TieEvent& dst, const TieEvent& src) { dst = src; }
+};
+} // namespace
+
+TEST_CASE("BucketQueue in an order of ties keeps it through bursts of thousands at one time",
+          "[scheduler]")
+{
+    // Bursts at the earliest pending time, each insert with a random tie (a node's): beyond
+    // a few dozen they wait beside the sorted bucket, and must still come out in order, with
+    // removals among them.
+    for (uint32_t shift : {0u, 10u})
+    {
+        INFO("shift " << shift);
+        BucketQueue<TieEvent, ByTie> q;
+        q.Configure(shift, 64, 16384);
+        Ptr<EventImpl> impl(MakeEvent(&Nothing), false); // read (prefetched), never run
+        std::set<std::tuple<uint64_t, uint64_t, uint32_t>> ref;
+        std::vector<TieEvent> live;
+        FastRng rng(11);
+        uint32_t uid = 0;
+        uint64_t now = 0;
+        for (int step = 0; step < 60000; ++step)
+        {
+            double u = rng.Uniform();
+            if (u < 0.6 || ref.empty())
+            {
+                TieEvent ev{PeekPointer(impl), TieKey{now + rng.Next() % 3, rng.Next(), uid++}};
+                if (!ref.empty() && rng.Uniform() < 0.7)
+                {
+                    ev.key.m_ts = std::get<0>(*ref.begin());
+                }
+                q.Insert(ev);
+                ref.insert({ev.key.m_ts, ev.key.m_tie, ev.key.m_uid});
+                live.push_back(ev);
+            }
+            else if (u < 0.63)
+            {
+                const TieEvent& e = live[rng.Next() % live.size()];
+                if (ref.erase({e.key.m_ts, e.key.m_tie, e.key.m_uid}) != 0)
+                {
+                    REQUIRE(q.Remove(e.key.m_ts, e.key.m_uid));
+                }
+            }
+            else
+            {
+                const uint32_t peek = q.PeekNext().key.m_uid;
+                TieEvent next = q.RemoveNext();
+                REQUIRE(next.key.m_uid == peek);
+                REQUIRE(next.key.m_uid == std::get<2>(*ref.begin()));
+                ref.erase(ref.begin());
+                now = next.key.m_ts;
+            }
+            REQUIRE(q.Size() == ref.size());
+        }
+        while (!ref.empty())
+        {
+            REQUIRE(q.RemoveNext().key.m_uid == std::get<2>(*ref.begin()));
+            ref.erase(ref.begin());
+        }
+        CHECK(q.IsEmpty());
     }
 }
 

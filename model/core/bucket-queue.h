@@ -77,6 +77,13 @@ template <typename E, typename Order> class QuadHeap
         return top;
     }
 
+    /// Appends every event to `out`, unordered, and empties the heap.
+    void DrainInto(std::vector<E>& out)
+    {
+        out.insert(out.end(), m_heap.begin(), m_heap.end());
+        m_heap.clear();
+    }
+
     /// Rare (Simulator::Remove): finds the entry by its uid, then restores the heap.
     bool Remove(uint32_t uid)
     {
@@ -192,6 +199,14 @@ template <typename E, typename Order> class BucketQueue
                     m_tail.push_back(ev);
                     return;
                 }
+                // Node order (ties by node, not by scheduling): a burst of simultaneous
+                // events at 100k NICs made each insert into the middle of a large bucket
+                // shift half of it; beyond a few dozen events they wait in a heap beside it.
+                if (!Order::kNewestLast && m_near.size() > kSortedInsertMax)
+                {
+                    m_side.Insert(ev);
+                    return;
+                }
                 // The earliest bucket is being consumed from its end: keep it sorted.
                 m_near.insert(std::upper_bound(m_near.begin(), m_near.end(), ev, Later{}), ev);
                 return;
@@ -239,6 +254,13 @@ template <typename E, typename Order> class BucketQueue
                 {
                     ClearTail();
                 }
+                m_base = BucketOf(top.key.m_ts);
+                return top;
+            }
+            if (!m_side.IsEmpty() && Order::Before(*m_side.Front(), m_near.back()))
+            {
+                top = m_side.RemoveNext();
+                --m_inRing;
                 m_base = BucketOf(top.key.m_ts);
                 return top;
             }
@@ -296,6 +318,11 @@ template <typename E, typename Order> class BucketQueue
             if (t != m_tail.end())
             {
                 m_tail.erase(t);
+                --m_inRing;
+                return true;
+            }
+            if (m_side.Remove(uid))
+            {
                 --m_inRing;
                 return true;
             }
@@ -410,15 +437,25 @@ template <typename E, typename Order> class BucketQueue
             Append(m_nearBucket, m_tail[i]);
         }
         m_near.clear();
+        m_side.DrainInto(m_near);
+        for (const E& e : m_near)
+        {
+            Append(m_nearBucket, e);
+        }
+        m_near.clear();
         ClearTail();
     }
 
-    /// The earliest of m_near (not empty) and the tail.
+    /// The earliest of m_near (not empty), the tail and the side heap.
     const E& NearFront() const
     {
-        return m_tailHead < m_tail.size() && Order::Before(m_tail[m_tailHead], m_near.back())
-                   ? m_tail[m_tailHead]
-                   : m_near.back();
+        const E* best = &m_near.back();
+        if (m_tailHead < m_tail.size() && Order::Before(m_tail[m_tailHead], *best))
+        {
+            best = &m_tail[m_tailHead];
+        }
+        const E* side = m_side.Front();
+        return side != nullptr && Order::Before(*side, *best) ? *side : *best;
     }
 
     void ClearTail() const
@@ -427,13 +464,19 @@ template <typename E, typename Order> class BucketQueue
         m_tailHead = 0;
     }
 
-    /// The tail lives beside a non-empty m_near: once m_near empties, the tail becomes it.
+    /// The tail and the side heap live beside a non-empty m_near: once m_near empties, they
+    /// become it (only one of them is ever in use: the tail for an order of scheduling).
     void KeepTailBesideNear() const
     {
         if (m_near.empty() && m_tailHead < m_tail.size())
         {
             m_near.assign(m_tail.rbegin(), m_tail.rend() - m_tailHead);
             ClearTail();
+        }
+        if (m_near.empty() && !m_side.IsEmpty())
+        {
+            m_side.DrainInto(m_near);
+            std::sort(m_near.begin(), m_near.end(), Later{});
         }
     }
 
@@ -582,6 +625,11 @@ template <typename E, typename Order> class BucketQueue
     //! non-empty m_near, and only for an order of scheduling (Order::kNewestLast).
     mutable std::vector<E> m_tail;
     mutable std::size_t m_tailHead{0};
+    //! Events of m_near's bucket inserted while it was being consumed, once it held more than
+    //! kSortedInsertMax; only beside a non-empty m_near, and only for an order that is not
+    //! one of scheduling (TieOrder node).
+    mutable QuadHeap<E, Order> m_side;
+    static constexpr std::size_t kSortedInsertMax = 64;
     mutable std::vector<E> m_sorted;       //!< SortNear's output, swapped with m_near
     mutable std::vector<uint32_t> m_count; //!< SortNear's counters, one per time step
     mutable uint64_t m_nearBucket{0};      //!< which bucket m_near holds, if not empty
