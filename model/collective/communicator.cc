@@ -673,6 +673,7 @@ Communicator::Start(CollectiveOp op, CollectiveAlgorithm algo, uint64_t bytes,
 void
 Communicator::PrepareRemoteConnections(Run& run)
 {
+    const uint32_t perConn = m_cfg.qpsPerConnection;
     // The QPs a (peer, channel) queue uses: one multiplexed QP, or the pinned ones its
     // messages are dealt to round-robin from the connection's count `base` on.
     auto indices = [&](uint32_t src, uint32_t dst, uint32_t channel, uint64_t base, uint64_t n)
@@ -683,7 +684,6 @@ Communicator::PrepareRemoteConnections(Run& run)
             out.push_back(0);
             return out;
         }
-        const uint32_t perConn = m_cfg.qpsPerConnection;
         for (uint64_t j = 0; j < std::min<uint64_t>(perConn, n); ++j)
         {
             out.push_back(channel * perConn + static_cast<uint32_t>((base + j) % perConn));

@@ -257,7 +257,8 @@ template <typename E, typename Order> class BucketQueue
                 m_base = BucketOf(top.key.m_ts);
                 return top;
             }
-            if (!m_side.IsEmpty() && Order::Before(*m_side.Front(), m_near.back()))
+            if (!Order::kNewestLast && !m_side.IsEmpty() &&
+                Order::Before(*m_side.Front(), m_near.back()))
             {
                 top = m_side.RemoveNext();
                 --m_inRing;
@@ -321,7 +322,7 @@ template <typename E, typename Order> class BucketQueue
                 --m_inRing;
                 return true;
             }
-            if (m_side.Remove(uid))
+            if (!Order::kNewestLast && m_side.Remove(uid))
             {
                 --m_inRing;
                 return true;
@@ -454,7 +455,7 @@ template <typename E, typename Order> class BucketQueue
         {
             best = &m_tail[m_tailHead];
         }
-        const E* side = m_side.Front();
+        const E* side = Order::kNewestLast ? nullptr : m_side.Front();
         return side != nullptr && Order::Before(*side, *best) ? *side : *best;
     }
 
@@ -473,7 +474,7 @@ template <typename E, typename Order> class BucketQueue
             m_near.assign(m_tail.rbegin(), m_tail.rend() - m_tailHead);
             ClearTail();
         }
-        if (m_near.empty() && !m_side.IsEmpty())
+        if (!Order::kNewestLast && m_near.empty() && !m_side.IsEmpty())
         {
             m_side.DrainInto(m_near);
             std::sort(m_near.begin(), m_near.end(), Later{});
