@@ -337,6 +337,43 @@ TEST_CASE("MetaRoCE AIMD: ECN on path A shrinks only A's window", "[metaroce][cc
     CHECK(s.paths[1].cwndBytes == Approx(before + 4096).epsilon(0.02));
 }
 
+TEST_CASE("MetaRoCE AIMD: one instance serves many QPs, each path keeping its own marks",
+          "[metaroce][cc]")
+{
+    SimGuard guard;
+    auto proto = CreateObject<MetaRoceAimd>();
+    proto->SetAttribute("EcnResponse", EnumValue(MetaRoceAimd::ECN_PER_RTT));
+    Ptr<RdmaCongestionOps> a = proto->Fork();
+    Ptr<RdmaCongestionOps> b = proto->Fork();
+    CHECK(a == b); // attribute values only: shared, not 112 bytes a connection
+    auto fresh = [](CcState& s)
+    {
+        s.mtu = 4096;
+        s.lineRateBps = s.rateBps = 800e9;
+        s.paths.resize(1);
+        s.paths[0].cwndBytes = 32 * 4096;
+        s.paths[0].maxCwndBytes = 128 * 4096;
+        s.paths[0].srttPs = 10000000;
+        s.paths[0].slowStart = false;
+    };
+    CcState sa;
+    CcState sb;
+    fresh(sa);
+    fresh(sb);
+    // Connection A sees marks for a while; B's first mark must be cut by B's own (small)
+    // fraction, not by the fraction A's marks built up.
+    for (int i = 0; i < 64; ++i)
+    {
+        a->OnAck(sa, 0, 4096, 10000000, true);
+    }
+    CHECK(sa.paths[0].ecnFrac > 0.9);
+    CHECK(sb.paths[0].ecnFrac == 0);
+    b->OnAck(sb, 0, 4096, 10000000, true);
+    CHECK(sb.paths[0].ecnFrac == Approx(1.0 / 16));
+    // DCTCP's cut: W x (1 - fraction / 2), the fraction at least the gain (1/16).
+    CHECK(sb.paths[0].cwndBytes == Approx(32 * 4096 * (1 - 1.0 / 32)));
+}
+
 TEST_CASE("MetaRoCE AIMD: N-1 losses keep the window, N cut it", "[metaroce][cc]")
 {
     SimGuard guard;
@@ -557,14 +594,19 @@ TEST_CASE("QueuePairFactory: copies of one prototype, each with its own state", 
     auto [a, b] = w.Connect(0, 1);
     f.Set("MinPaths", UintegerValue(3)); // a later Set reaches the QPs made after it
     auto [c, d] = w.Connect(0, 1);
+    auto [e, g] = w.Connect(0, 1);
     a->PostSend(64 << 10);
     c->PostSend(64 << 10);
+    e->PostSend(4096);
     Simulator::Run();
     CHECK(a->GetNPathSlots() == 5);
     CHECK(c->GetNPathSlots() == 3);
     CHECK(b->GetCounters().bytesDelivered == 64 << 10);
     CHECK(d->GetCounters().bytesDelivered == 64 << 10);
-    CHECK(a->GetCongestionControl() != c->GetCongestionControl()); // one instance per QP
+    // each configuration its own instance (QPs configured alike share one)
+    CHECK(a->GetCongestionControl() != c->GetCongestionControl());
+    CHECK(c->GetCongestionControl() == e->GetCongestionControl());
+    CHECK(g->GetCounters().bytesDelivered == 4096);
     CHECK(a->GetCongestionControl()->GetInstanceTypeId() == MetaRoceAimd::GetTypeId());
     CHECK(a->GetQpn() != c->GetQpn());
 }

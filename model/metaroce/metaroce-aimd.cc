@@ -85,8 +85,9 @@ MetaRoceAimd::GetTypeId()
 Ptr<RdmaCongestionOps>
 MetaRoceAimd::Fork() const
 {
-    // The prototype holds only attribute values (no per-path state yet): a copy is fresh.
-    return CopyObject<MetaRoceAimd>(this);
+    // Attribute values only (a path's state, its marked fraction too, is in CcState): one
+    // instance serves every QP configured alike, not 112 bytes a connection.
+    return Ptr<RdmaCongestionOps>(const_cast<MetaRoceAimd*>(this));
 }
 
 namespace
@@ -104,11 +105,7 @@ void
 MetaRoceAimd::OnAck(CcState& s, uint32_t path, uint64_t ackedBytes, int64_t rttPs, bool ecn)
 {
     CcPath& p = s.paths[path];
-    if (m_ecnFrac.size() < s.paths.size())
-    {
-        m_ecnFrac.resize(s.paths.size(), 0.0);
-    }
-    double& frac = m_ecnFrac[path];
+    double& frac = p.ecnFrac;
     int64_t now = NowPs();
     frac = (1 - m_ecnGain) * frac + m_ecnGain * (ecn ? 1.0 : 0.0);
     double mtu = s.mtu;

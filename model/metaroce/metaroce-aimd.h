@@ -55,12 +55,6 @@ class MetaRoceAimd : public RdmaCongestionOps
     void OnRateHint(CcState& s, double bps) override;
     void OnRestart(CcState& s) override;
 
-    /// The marked-fraction estimate of a path.
-    double GetEcnFraction(uint32_t path) const
-    {
-        return path < m_ecnFrac.size() ? m_ecnFrac[path] : 0.0;
-    }
-
   private:
     double m_ai{1.0};
     double m_ecnBeta{1.0};
@@ -72,7 +66,6 @@ class MetaRoceAimd : public RdmaCongestionOps
     bool m_validate{true};
     Coupling m_coupling{COUPLE_CONNECTION};
     EcnResponse m_ecnResponse{ECN_PER_MARK};
-    std::vector<double> m_ecnFrac;
 };
 
 } // namespace metaroce

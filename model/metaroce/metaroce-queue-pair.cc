@@ -325,11 +325,7 @@ MetaRoceQueuePair::DoDispose()
     {
         m_tx->timer.Cancel();
         m_tx->paceEvent.Cancel();
-        if (m_tx->ccOps)
-        {
-            m_tx->ccOps->Dispose();
-        }
-        m_tx.reset();
+        m_tx.reset(); // its congestion control may serve other QPs (Fork): not disposed
     }
     QueuePair::DoDispose();
 }

@@ -108,26 +108,27 @@ void
 MetaRoceRateHint::OnData(const QueuePair* qp, uint32_t payloadBytes)
 {
     uint32_t qpn = qp->GetQpn();
-    if (qpn >= m_q.size())
+    if (qpn >= m_slot.size())
     {
-        m_q.resize(qpn + 1);
+        m_slot.resize(qpn + 1, 0);
     }
-    Entry& e = m_q[qpn];
     if (qp->GetPendingReceives() == 0)
     {
         // Everything it sent so far is complete: no share until its next message.
-        if (e.weight != 0)
+        if (m_slot[qpn] != 0)
         {
             Remove(qpn);
         }
         return;
     }
     uint32_t w = WeightOf(qp);
-    if (e.weight == 0)
+    if (m_slot[qpn] == 0)
     {
-        e.slot = static_cast<uint32_t>(m_active.size());
-        m_active.push_back(qpn);
+        m_active.emplace_back();
+        m_active.back().qpn = qpn;
+        m_slot[qpn] = static_cast<uint32_t>(m_active.size());
     }
+    Entry& e = m_active[m_slot[qpn] - 1];
     m_totalWeight += static_cast<double>(w) - e.weight;
     if (e.reservedBps > 0)
     {
@@ -145,21 +146,21 @@ MetaRoceRateHint::OnData(const QueuePair* qp, uint32_t payloadBytes)
 void
 MetaRoceRateHint::Remove(uint32_t qpn)
 {
-    Entry& e = m_q[qpn];
+    const uint32_t slot = m_slot[qpn] - 1;
+    const Entry& e = m_active[slot];
     m_totalWeight -= e.weight;
     if (e.reservedBps > 0)
     {
         m_reservedBps -= e.reservedBps;
         m_limitedWeight -= e.weight;
     }
-    uint32_t last = m_active.back();
-    m_active[e.slot] = last;
-    m_q[last].slot = e.slot;
+    if (slot + 1 != m_active.size())
+    {
+        m_active[slot] = m_active.back(); // the last one takes its place
+        m_slot[m_active[slot].qpn] = slot + 1;
+    }
     m_active.pop_back();
-    e.weight = 0;
-    e.bytes = 0;
-    e.age = 0;
-    e.reservedBps = 0;
+    m_slot[qpn] = 0;
     if (m_active.empty())
     {
         m_totalWeight = 0; // no drift from the sums
@@ -174,10 +175,10 @@ MetaRoceRateHint::Sweep()
     int64_t cutoff = NowPs() - m_window.GetPicoSeconds();
     for (std::size_t i = 0; i < m_active.size();)
     {
-        uint32_t qpn = m_active[i];
+        uint32_t qpn = m_active[i].qpn;
         // A connection closed meanwhile (its last collective is done) receives nothing.
         Ptr<QueuePair> qp = m_nic->GetQueuePair(qpn);
-        if (m_q[qpn].lastPs < cutoff || !qp || qp->GetPendingReceives() == 0)
+        if (m_active[i].lastPs < cutoff || !qp || qp->GetPendingReceives() == 0)
         {
             Remove(qpn); // moves the last entry into slot i
         }
@@ -209,14 +210,13 @@ MetaRoceRateHint::Allocate()
     // plain share (held back elsewhere, not by a hint), by rate per unit of weight.
     const double perWeightShare = m_totalWeight > 0 ? Capacity() / m_totalWeight : 0;
     std::vector<std::pair<double, uint32_t>> measured;
-    for (uint32_t qpn : m_active)
+    for (Entry& e : m_active)
     {
-        Entry& e = m_q[qpn];
         double rate = intervalPs > 0 ? e.bytes * 8e12 / intervalPs : 0;
         if (m_redistribute == REDISTRIBUTE_MEASURED && e.age > 0 && intervalPs > 0 &&
             rate < m_limitedBelow * perWeightShare * e.weight)
         {
-            measured.emplace_back(rate / e.weight, qpn);
+            measured.emplace_back(rate / e.weight, e.qpn);
         }
         e.bytes = 0;
         e.reservedBps = 0;
@@ -235,7 +235,7 @@ MetaRoceRateHint::Allocate()
     double wleft = m_totalWeight;
     for (const auto& [perWeight, qpn] : measured)
     {
-        Entry& e = m_q[qpn];
+        Entry& e = *Find(qpn);
         double fair = left * e.weight / wleft;
         double keep = perWeight * e.weight * m_headroom;
         if (keep >= fair)
@@ -258,7 +258,7 @@ double
 MetaRoceRateHint::HintBps(const QueuePair* qp) const
 {
     uint32_t qpn = qp->GetQpn();
-    const Entry* e = qpn < m_q.size() ? &m_q[qpn] : nullptr;
+    const Entry* e = Find(qpn);
     uint32_t w = e != nullptr ? e->weight : 0;
     double total = m_totalWeight;
     if (w == 0)

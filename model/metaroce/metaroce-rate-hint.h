@@ -77,9 +77,9 @@ class MetaRoceRateHint : public Object
   private:
     struct Entry
     {
-        int64_t lastPs{-1};    //!< last data packet
-        uint32_t weight{0};    //!< 0: not active
-        uint32_t slot{0};      //!< index in m_active while active
+        int64_t lastPs{-1}; //!< last data packet
+        uint32_t weight{0}; //!< 0: not active
+        uint32_t qpn{0};
         uint64_t bytes{0};     //!< payload since the last measurement
         uint32_t age{0};       //!< measurements since it became active
         double reservedBps{0}; //!< > 0: limited elsewhere, this much kept for it
@@ -105,9 +105,19 @@ class MetaRoceRateHint : public Object
     double m_reservedBps{0};   //!< sum over limited QPs
     double m_limitedWeight{0}; //!< their weights
     int64_t m_lastSweepPs{-1};
-    // Dense by QPN (a NIC numbers its QPs from 1): one store per data packet, no hashing.
-    std::vector<Entry> m_q;
-    std::vector<uint32_t> m_active; //!< QPNs of the active receiving QPs
+    /// The active entry of `qpn`, or null.
+    Entry* Find(uint32_t qpn)
+    {
+        return qpn < m_slot.size() && m_slot[qpn] != 0 ? &m_active[m_slot[qpn] - 1] : nullptr;
+    }
+
+    const Entry* Find(uint32_t qpn) const { return const_cast<MetaRoceRateHint*>(this)->Find(qpn); }
+
+    // An inactive QP's entry holds nothing, so only the active ones are kept (a NIC may have
+    // a thousand QPs, few of them receiving at once), found by a slot dense by QPN (a NIC
+    // numbers its QPs from 1): one load per data packet, no hashing, 4 bytes a QP.
+    std::vector<Entry> m_active;  //!< the active receiving QPs
+    std::vector<uint32_t> m_slot; //!< [QPN]: 1 + index in m_active; 0: not active
     double m_totalWeight{0};
     EventId m_sweep;
 };

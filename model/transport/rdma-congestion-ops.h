@@ -30,7 +30,9 @@ struct CcPath
     int64_t lastDecreasePs{-1}; //!< multiplicative decreases at most once per RTT
     int64_t lossWindowStartPs{0};
     uint32_t lossesInRtt{0};
-    bool slowStart{true}; //!< no congestion seen yet on this path (window-based algorithms)
+    bool slowStart{true};
+    double ecnFrac{0}; //!< marked fraction of ACKs, moving average (DCTCP's alpha) //!< no
+                       //!< congestion seen yet on this path (window-based algorithms)
 };
 
 struct CcState
@@ -48,7 +50,9 @@ class RdmaCongestionOps : public Object
   public:
     static TypeId GetTypeId();
     virtual std::string GetName() const = 0;
-    /// A fresh instance with the same attributes, for one QP.
+    /// An instance with the same attributes for one QP: a fresh copy if the algorithm keeps
+    /// state of its own per QP, else it may be this one (shared by the QPs configured alike,
+    /// and not disposed by them).
     virtual Ptr<RdmaCongestionOps> Fork() const = 0;
     virtual void Init(CcState& s) {}
     /// ackedBytes newly acknowledged on `path`; rttPs < 0 if no sample; ecn: the ACK echoes CE.
