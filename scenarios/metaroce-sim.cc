@@ -99,6 +99,24 @@ ParsePort(const std::string& v)
     throw InputError("--pcap: expected NIC:PLANE (two numbers), got '" + v + "'");
 }
 
+/// Whether this process reports bad input read before MPI starts. Under mpirun every
+/// process reads the same command line and files and finds the same error: the first alone
+/// says it (the launcher's environment names the process before MPI_Init), not each of 64.
+bool
+ReportsInputErrors()
+{
+#ifdef METAROCE_MPI
+    for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    {
+        if (const char* rank = std::getenv(var))
+        {
+            return std::string(rank) == "0";
+        }
+    }
+#endif
+    return true;
+}
+
 Options
 ParseArgs(int argc, char* argv[])
 {
@@ -257,8 +275,11 @@ main(int argc, char* argv[])
     }
     catch (const InputError& e)
     {
-        std::cerr << "metaroce-sim: error: " << e.what() << "\n"
-                  << "(try --help)\n";
+        if (ReportsInputErrors())
+        {
+            std::cerr << "metaroce-sim: error: " << e.what() << "\n"
+                      << "(try --help)\n";
+        }
         return 2;
     }
     catch (const std::bad_alloc&)
@@ -310,8 +331,11 @@ main(int argc, char* argv[])
         TypeId tid;
         if (!TypeId::LookupByNameFailSafe(c.type, &tid) || !tid.IsChildOf(c.parent))
         {
-            std::cerr << "metaroce-sim: error: NS_GLOBAL_VALUE: " << c.key << ": '" << c.type
-                      << "' is not an ns-3 " << c.parent.GetName() << " type\n";
+            if (ReportsInputErrors())
+            {
+                std::cerr << "metaroce-sim: error: NS_GLOBAL_VALUE: " << c.key << ": '" << c.type
+                          << "' is not an ns-3 " << c.parent.GetName() << " type\n";
+            }
             return 2;
         }
         GlobalValue::Bind(c.key, StringValue(c.type)); // each checker takes the name

@@ -142,6 +142,14 @@ with tempfile.TemporaryDirectory() as tmp:
         check(r.returncode == 2 and why in r.stderr,
               f"partition {content!r:.30}: exit {r.returncode}: {r.stderr.strip()}")
 
+    # Bad input read before MPI starts (the same on every process) is said once, not per
+    # process: exit 2, one error line.
+    r = subprocess.run(MPIRUN + ["-np", "2", SIM_MPI, SCENARIO, "--quiet", "--set",
+                                 "workload.no_such_key=1"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    check(r.returncode == 2 and r.stderr.count("metaroce-sim: error:") == 1 and
+          "no_such_key" in r.stderr, f"bad key on 2 processes: exit {r.returncode}: {r.stderr}")
+
     # What needs a zero-time barrier over processes (a collective's next iteration, a job's
     # next stage), and trace replay, are refused with the key, not run wrong; collectives,
     # jobs and streams themselves run (test/mpi/mpi_workloads_test.py).
