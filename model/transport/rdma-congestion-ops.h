@@ -30,9 +30,8 @@ struct CcPath
     int64_t lastDecreasePs{-1}; //!< multiplicative decreases at most once per RTT
     int64_t lossWindowStartPs{0};
     uint32_t lossesInRtt{0};
-    bool slowStart{true};
-    double ecnFrac{0}; //!< marked fraction of ACKs, moving average (DCTCP's alpha) //!< no
-                       //!< congestion seen yet on this path (window-based algorithms)
+    bool slowStart{true}; //!< no congestion seen yet on this path (window-based algorithms)
+    double ecnFrac{0};    //!< marked fraction of ACKs, moving average (DCTCP's alpha)
 };
 
 struct CcState
