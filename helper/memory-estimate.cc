@@ -491,7 +491,13 @@ EstimatePeakMemory(const RunSpec& spec)
             // each completion time is kept (8 B, in a vector that doubles)
             workload = pairs * c.streamPair + messages * 16;
             double life = static_cast<double>(w.messagesPerQp) * w.messageBytes;
-            double paths = c.perPath > 0 ? std::min<double>(QpAttribute(t, "MinPaths", 1),
+            // MinPaths 0: MinPathsPerPlane on each plane
+            uint64_t minPaths = QpAttribute(t, "MinPaths", 1);
+            if (minPaths == 0)
+            {
+                minPaths = QpAttribute(t, "MinPathsPerPlane", 12) * spec.topology.planes;
+            }
+            double paths = c.perPath > 0 ? std::min<double>(static_cast<double>(minPaths),
                                                             std::ceil(life / mtu))
                                          : 1;
             traffic =

@@ -238,8 +238,9 @@ TEST_CASE("a last collective releases each connection's state when it is done, s
             {
                 // A connection that retransmitted may have copies in flight, which an open
                 // peer acknowledges again: it stays open (so results stay the same)...
+                // ...so some close and some stay open (how many depends on where losses fall).
                 CHECK(closed[0] > 0);
-                CHECK(closed[0] < kept[0] * 2 / 3);
+                CHECK(closed[0] < kept[0]);
             }
             else
             {

@@ -9,6 +9,7 @@
 
 #include "ns3/boolean.h"
 #include "ns3/double.h"
+#include "ns3/string.h"
 #include "ns3/uinteger.h"
 
 #include <catch2/catch.hpp>
@@ -541,7 +542,7 @@ TEST_CASE("MetaRoCE: connection state stays bounded while messages stream", "[me
     {
         CHECK(tx->GetPath(i).inflightBytes == 0);
     }
-    CHECK(tx->GetNPathSlots() <= 64);
+    CHECK(tx->GetNPathSlots() <= 8 * 64); // MaxPathsPerPlane on each of 8 planes
 }
 
 TEST_CASE("MetaRoCE: the receiving end of a connection builds no sender state", "[metaroce]")
@@ -552,8 +553,8 @@ TEST_CASE("MetaRoCE: the receiving end of a connection builds no sender state", 
     tx->PostSend(1 << 20);
     Simulator::Run();
     CHECK(rx->GetCounters().bytesDelivered == 1 << 20);
-    CHECK(tx->GetNPathSlots() == 12); // MinPaths
-    CHECK(rx->GetNPathSlots() == 0);  // it only received: no paths, planes or windows
+    CHECK(tx->GetNPathSlots() == 8 * 12); // MinPathsPerPlane on each of 8 planes
+    CHECK(rx->GetNPathSlots() == 0);      // it only received: no paths, planes or windows
     CHECK_FALSE(rx->GetCongestionControl());
 }
 
@@ -561,6 +562,11 @@ TEST_CASE("MetaRoCE: a path has state of its own only once it has sent", "[metar
 {
     SimGuard guard;
     World w(kLab);
+    // 12 paths opened together with 16 packets each (the defaults before per-plane paths).
+    w.rdma->QpFactory().Set("MinPaths", UintegerValue(12));
+    w.rdma->QpFactory().Set("InitialPathWindow", UintegerValue(16));
+    w.rdma->QpFactory().Set("OpenPathsOnFirstUse", BooleanValue(false));
+    w.rdma->QpFactory().Set("SprayPolicy", StringValue("RoundRobin"));
     auto [tx, rx] = w.Connect(0, 1);
     // Two packets (round robin puts them on two paths), after time 0 so that the echoed
     // timestamps give RTT samples.
@@ -621,10 +627,9 @@ TEST_CASE("MetaRoCE OpenPathsOnFirstUse: a plane's share of paths opens with its
     small->PostSend(4096);
     big->PostSend(8 << 20);
     Simulator::Run();
-    // 12 paths over 8 planes: a plane's share is one or two, and one packet needs one plane.
-    CHECK(small->GetNPathSlots() >= 1);
-    CHECK(small->GetNPathSlots() <= 2);
-    CHECK(big->GetNPathSlots() == 12);
+    // 12 paths a plane, and one packet needs one plane.
+    CHECK(small->GetNPathSlots() == 12);
+    CHECK(big->GetNPathSlots() == 8 * 12);
     for (auto qp : {smallRx, bigRx})
     {
         CHECK(qp->GetCounters().duplicatePackets == 0);

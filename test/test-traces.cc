@@ -7,6 +7,7 @@
 #include "model/rocev2/rocev2-queue-pair.h"
 #include "test-util.h"
 
+#include "ns3/boolean.h"
 #include "ns3/config.h"
 #include "ns3/string.h"
 
@@ -95,6 +96,7 @@ TEST_CASE("Traces: Config::Connect to a MetaRoCE QP's window reports what the QP
 {
     SimGuard guard;
     RdmaWorld w(kLab, "ns3::metaroce::MetaRoceQueuePair");
+    w.rdma->QpFactory().Set("OpenPathsOnFirstUse", BooleanValue(false)); // all paths at once
     auto [a, b] = w.rdma->Connect(0, 1);
     auto tx = StaticCast<MetaRoceQueuePair>(a);
     WindowLog log;
@@ -130,10 +132,11 @@ TEST_CASE("Traces: Config::Connect to a MetaRoCE QP's window reports what the QP
     CHECK(log.qwndCalls > 10);
     CHECK(log.pathCalls > 10);
     CHECK(log.mismatches == 0);
-    CHECK(log.firstQwnd == 12 * 16 * 4096.0); // MinPaths x InitialPathWindow x MTU
+    // MinPathsPerPlane x planes x InitialPathWindow x MTU
+    CHECK(log.firstQwnd == 8 * 12 * 2 * 4096.0);
     CHECK(log.lastQwnd == tx->GetQpWindowBytes());
     CHECK(log.lastQwnd > log.firstQwnd); // the windows grew from their start
-    CHECK(srtt.size() == 12);
+    CHECK(srtt.size() == 8 * 12);
     CHECK(rttMismatches == 0);
     CHECK(events[PathEvent::Opened] == cfg.pathsOpened);
     CHECK(sent == 1);

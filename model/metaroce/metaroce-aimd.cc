@@ -134,6 +134,20 @@ MetaRoceAimd::OnAck(CcState& s, uint32_t path, uint64_t ackedBytes, int64_t rttP
     bool used = static_cast<double>(p.inflightBytes + ackedBytes) + mtu >= p.cwndBytes / 2;
     if (ackedBytes > 0 && (used || !m_validate))
     {
+        // The connection's window (sum of the paths'): the coupled increase divides by it,
+        // and the QP's cap (QpWindowBdps) bounds it.
+        double total = 0;
+        if (m_coupling == COUPLE_CONNECTION || s.qwndCapBytes > 0)
+        {
+            for (const CcPath& q : s.paths)
+            {
+                total += q.cwndBytes;
+            }
+        }
+        if (s.qwndCapBytes > 0 && total >= s.qwndCapBytes)
+        {
+            return;
+        }
         if (m_slowStart && p.slowStart)
         {
             p.cwndBytes += static_cast<double>(ackedBytes); // doubles every RTT
@@ -141,16 +155,8 @@ MetaRoceAimd::OnAck(CcState& s, uint32_t path, uint64_t ackedBytes, int64_t rttP
         else
         {
             // Per RTT a path's ACKs add AdditiveIncrease x (its window / the divisor).
-            double divisor = p.cwndBytes;
-            if (m_coupling == COUPLE_CONNECTION)
-            {
-                divisor = 0;
-                for (const CcPath& q : s.paths)
-                {
-                    divisor += q.cwndBytes;
-                }
-                divisor = std::max(divisor, p.cwndBytes);
-            }
+            const double divisor =
+                m_coupling == COUPLE_CONNECTION ? std::max(total, p.cwndBytes) : p.cwndBytes;
             p.cwndBytes += m_ai * mtu * static_cast<double>(ackedBytes) / divisor;
         }
         p.cwndBytes = std::min(p.cwndBytes, p.maxCwndBytes);

@@ -58,13 +58,18 @@ void
 MetaRocePathManager::OpenOwed(uint32_t plane, bool wake)
 {
     Plane& pl = m_planes[plane];
-    m_heads.reserve(m_heads.size() + pl.owed); // exact-size tables
-    m_bodies.reserve(m_bodies.size() + pl.owed);
-    m_cc.paths.reserve(m_cc.paths.size() + pl.owed);
+    if (pl.owed == 0)
+    {
+        return;
+    }
+    m_heads.reserve(m_heads.size() + pl.owed); // exact-size table
+    // The paths open untouched (their state is made at their first send: a one-packet
+    // message touches one of its plane's twelve), with the shared initial state as of now.
+    FreshBody(m_virginBody);
     while (pl.owed > 0)
     {
         --pl.owed; // first: a wake may pull this plane at once
-        OpenPath(plane, PATH_ACTIVE, wake);
+        OpenPath(plane, PATH_ACTIVE, wake, true);
     }
 }
 
@@ -131,11 +136,8 @@ MetaRocePathManager::OpenPath(uint32_t plane, PathState state, bool wake, bool v
     hd.state = state;
     // A fresh UDP source port: a new ECMP route, with its own PSN space from 0.
     hd.entropy = static_cast<uint16_t>(49152 + m_rng.Next() % 16384);
-    if (virgin)
-    {
-        NS_ASSERT(hd.body == 0 && state == PATH_ACTIVE);
-    }
-    else
+    NS_ASSERT(!virgin || state == PATH_ACTIVE);
+    if (!virgin || hd.body != 0) // a reused slot's state is stale: made fresh
     {
         uint32_t d = Dense(slot);
         FreshPath(m_bodies[d], m_cc.paths[d], state);

@@ -368,7 +368,10 @@ class MetaRocePathManager
             }
         }
         int64_t var = c.srttPs > 0 ? Body(i).rttvarPs : srtt / 2;
-        return std::max(Cfg().rtoMinPs, srtt + 4 * var);
+        // The floor applies to the margin above the RTT, not to the RTO itself (as Linux
+        // floors TCP's): on a steady long path rttvar decays to ~0, and an RTO of srtt alone
+        // fires on any ACK a few nanoseconds later than the average.
+        return srtt + std::max(Cfg().rtoMinPs, 4 * var);
     }
 
     /// When to look at path i's timeout again after a send: its RTO, or RtoMin while the

@@ -89,23 +89,49 @@ MetaRoceQueuePair::GetTypeId()
             .AddConstructor<MetaRoceQueuePair>()
             .AddAttribute(
                 "MinPaths",
-                "Paths a connection opens at start and keeps at least. Assumption: "
-                "12, the scale-out path count on the OCP 2026 slide.",
-                UintegerValue(12),
+                "Paths a connection opens at start and keeps at least; 0: "
+                "MinPathsPerPlane on each of the NIC's planes.",
+                UintegerValue(0),
                 MakeQpAttributeAccessor<UintegerValue>(&MetaRoceQueuePair::Attributes::minPaths),
-                MakeUintegerChecker<uint32_t>(1, 1024))
+                MakeUintegerChecker<uint32_t>(0, 1024))
+            .AddAttribute(
+                "MinPathsPerPlane",
+                "With MinPaths 0, paths a connection opens on each plane. Assumption: 12, "
+                "the slide's scale-out path count read as one plane's connection of the "
+                "lab's 8 x 100G NIC (results/fidelity.md, the reading of the table): with "
+                "12 for all eight planes, a plane had one or two paths and one ECMP "
+                "collision took a plane's share (a 64-NIC permutation at 34% of line "
+                "rate).",
+                UintegerValue(12),
+                MakeQpAttributeAccessor<UintegerValue>(
+                    &MetaRoceQueuePair::Attributes::minPathsPerPlane),
+                MakeUintegerChecker<uint32_t>(1, 128))
             .AddAttribute(
                 "MaxPaths",
-                "Most paths a connection may open (dynamic path count). Assumption: "
-                "64.",
-                UintegerValue(64),
+                "Most paths a connection may open (dynamic path count); 0: "
+                "MaxPathsPerPlane on each of the NIC's planes.",
+                UintegerValue(0),
                 MakeQpAttributeAccessor<UintegerValue>(&MetaRoceQueuePair::Attributes::maxPaths),
-                MakeUintegerChecker<uint32_t>(1, 4096))
-            .AddAttribute("InitialPathWindow",
-                          "Initial PWND of a path, in packets. Assumption: 16.", UintegerValue(16),
+                MakeUintegerChecker<uint32_t>(0, 4096))
+            .AddAttribute("MaxPathsPerPlane",
+                          "With MaxPaths 0, most paths a connection may open on each plane's "
+                          "share. Assumption: 64, above the slide's 30-50 for a plane's 100G "
+                          "connection at 1.5 ms (4,600 packets of bandwidth-delay product over "
+                          "PathWindowCap 128: 36 paths).",
+                          UintegerValue(64),
                           MakeQpAttributeAccessor<UintegerValue>(
-                              &MetaRoceQueuePair::Attributes::initialWindow),
-                          MakeUintegerChecker<uint32_t>(1, 256))
+                              &MetaRoceQueuePair::Attributes::maxPathsPerPlane),
+                          MakeUintegerChecker<uint32_t>(1, 512))
+            .AddAttribute(
+                "InitialPathWindow",
+                "Initial PWND of a path, in packets. Assumption: 2 (96 paths of an 8-plane "
+                "NIC start with the 192 packets that 12 paths of 16 did: a QP's first "
+                "burst into an incast is unchanged; 24 packets a plane, within the "
+                "slide's ~75).",
+                UintegerValue(2),
+                MakeQpAttributeAccessor<UintegerValue>(
+                    &MetaRoceQueuePair::Attributes::initialWindow),
+                MakeUintegerChecker<uint32_t>(1, 256))
             .AddAttribute("PathWindowCap",
                           "Largest PWND in packets. Assumption: 128, half the 256-PSN SACK "
                           "bitmap, so a lost packet and everything sent in the RTT it takes to "
@@ -119,6 +145,18 @@ MetaRoceQueuePair::GetTypeId()
                 UintegerValue(0),
                 MakeQpAttributeAccessor<UintegerValue>(&MetaRoceQueuePair::Attributes::qpWindowCap),
                 MakeUintegerChecker<uint32_t>())
+            .AddAttribute(
+                "QpWindowBdps",
+                "The paths' windows together (QWND) stop growing at this many "
+                "bandwidth-delay products of the NIC's line rate over the QP's lowest "
+                "RTT; 0: no such cap. Assumption: 2 (the slide's scale-out ~75 packets "
+                "against a plane's 100G x 15 us of 46, and its 3,500-7,000 at 1.5 ms "
+                "against 4,600: the window covers the path's BDP with room for "
+                "queues, not a fixed count; the per-path cap then sets the path count "
+                "at long RTTs).",
+                DoubleValue(2.0),
+                MakeQpAttributeAccessor<DoubleValue>(&MetaRoceQueuePair::Attributes::qpWindowBdps),
+                MakeDoubleChecker<double>(0.0, 1000))
             .AddAttribute("HintWindowGain",
                           "While the receiver's rate hint holds the QP below line rate, its "
                           "bytes in flight are capped at HintWindowGain x hint x base RTT, so "
@@ -152,8 +190,11 @@ MetaRoceQueuePair::GetTypeId()
                 MakeTimeChecker(NanoSeconds(1)))
             .AddAttribute(
                 "RtoMin",
-                "Floor of a path's retransmission timeout (srtt + 4 rttvar). "
-                "Assumption: 100 us, the in-datacentre floor of UET's model.",
+                "Floor of the margin a path's retransmission timeout allows above its "
+                "smoothed RTT: RTO = srtt + max(4 rttvar, RtoMin). Assumption: 100 us, "
+                "the in-datacentre floor of UET's model (a floor on the whole RTO instead "
+                "lets it shrink to srtt on a steady 1.5 ms path, where rttvar decays to "
+                "zero, and every ACK a little late is a timeout).",
                 TimeValue(MicroSeconds(100)),
                 MakeQpAttributeAccessor<TimeValue>(&MetaRoceQueuePair::Attributes::rtoMin),
                 MakeTimeChecker(MicroSeconds(1)))
@@ -174,25 +215,26 @@ MetaRoceQueuePair::GetTypeId()
                 DoubleValue(2.5),
                 MakeQpAttributeAccessor<DoubleValue>(&MetaRoceQueuePair::Attributes::tailLossRtts),
                 MakeDoubleChecker<double>(0, 1000))
-            .AddAttribute("FirstRttWindow",
-                          "Packets a QP may have in flight before its first ACK (which brings "
-                          "its first RTT sample and rate hint); 0: no cap but the paths' "
-                          "initial windows (MinPaths x InitialPathWindow, 192 packets). N "
-                          "senders starting together toward one receiver put at most N x "
-                          "FirstRttWindow packets into its port's queue; the price is the "
-                          "first RTT of every QP whose message is larger (rate hints then "
-                          "pace it). Assumption: 0 (the seeds are silent; 16 cuts the 16-to-1 "
-                          "incast's peak queue from 2.6 MB to 1.0 MB but slows a 64-rank "
-                          "all-to-all of 16 MiB by a third).",
-                          UintegerValue(0),
-                          MakeQpAttributeAccessor<UintegerValue>(
-                              &MetaRoceQueuePair::Attributes::firstRttWindow),
-                          MakeUintegerChecker<uint32_t>(0, 65536))
+            .AddAttribute(
+                "FirstRttWindow",
+                "Packets a QP may have in flight before its first ACK (which brings "
+                "its first RTT sample and rate hint); 0: no cap but the paths' "
+                "initial windows (MinPaths x InitialPathWindow, 192 packets on 8 planes). N "
+                "senders starting together toward one receiver put at most N x "
+                "FirstRttWindow packets into its port's queue; the price is the "
+                "first RTT of every QP whose message is larger (rate hints then "
+                "pace it). Assumption: 0 (the seeds are silent; 16 cuts the 16-to-1 "
+                "incast's peak queue from 2.6 MB to 1.0 MB but slows a 64-rank "
+                "all-to-all of 16 MiB by a third).",
+                UintegerValue(0),
+                MakeQpAttributeAccessor<UintegerValue>(
+                    &MetaRoceQueuePair::Attributes::firstRttWindow),
+                MakeUintegerChecker<uint32_t>(0, 65536))
             .AddAttribute(
                 "NicRttTimeout",
                 "A connection without any RTT sample of its own (all its first "
                 "packets lost) times out from the lowest RTT its NIC's other "
-                "connections measured (srtt + 4 x srtt/2, at least RtoMin) rather "
+                "connections measured (srtt + max(4 x srtt/2, RtoMin)) rather "
                 "than InitialRto. Assumption: true.",
                 BooleanValue(true),
                 MakeQpAttributeAccessor<BooleanValue>(&MetaRoceQueuePair::Attributes::nicRttForRto),
@@ -241,15 +283,21 @@ MetaRoceQueuePair::GetTypeId()
                           "send, instead of all MinPaths at the connection's first message "
                           "(an unused path costs 8 bytes either way: its state is made at its "
                           "first send). Paths get other entropies and the QP window counts "
-                          "only the opened paths, so results differ from the default. "
-                          "Assumption: false.",
-                          BooleanValue(false),
+                          "only the opened paths. Assumption: true (with 12 paths a plane, a "
+                          "one-packet message would otherwise hold 96 path entries).",
+                          BooleanValue(true),
                           MakeQpAttributeAccessor<BooleanValue>(
                               &MetaRoceQueuePair::Attributes::openOnFirstUse),
                           MakeBooleanChecker())
             .AddAttribute(
-                "SprayPolicy", "How a chunk picks among a plane's eligible paths.",
-                EnumValue(ROUND_ROBIN),
+                "SprayPolicy",
+                "How a chunk picks among a plane's eligible paths: RoundRobin, "
+                "LeastLoaded (the lowest share of its window in flight) or LowestRtt. "
+                "Assumption: LeastLoaded (the talk: traffic is spread evenly over the paths; "
+                "a path whose ECMP route collides has its window cut by ECN and so its "
+                "share filled sooner: 64-NIC permutation 123 us with RoundRobin, 111 with "
+                "LeastLoaded).",
+                EnumValue(LEAST_LOADED),
                 MakeQpAttributeAccessor<EnumValue>(&MetaRoceQueuePair::Attributes::policy),
                 MakeEnumChecker(ROUND_ROBIN, "RoundRobin", LEAST_LOADED, "LeastLoaded", LOWEST_RTT,
                                 "LowestRtt"))
@@ -354,8 +402,9 @@ MetaRoceQueuePair::EnsureInit()
     cfg.tailLossRtts = m_attrs->tailLossRtts;
     cfg.nicRttForRto = m_attrs->nicRttForRto;
     m_tx->nicRtt = MetaRoceNicRtt::Of(m_nic);
-    cfg.minPaths = m_attrs->minPaths;
-    cfg.maxPaths = m_attrs->maxPaths;
+    const uint32_t planes = m_nic->GetNPorts();
+    cfg.minPaths = m_attrs->minPaths != 0 ? m_attrs->minPaths : m_attrs->minPathsPerPlane * planes;
+    cfg.maxPaths = m_attrs->maxPaths != 0 ? m_attrs->maxPaths : m_attrs->maxPathsPerPlane * planes;
     cfg.initialWindow = m_attrs->initialWindow;
     cfg.pathWindowCap = m_attrs->pathWindowCap;
     cfg.pathFailTimeouts = m_attrs->pathFailTimeouts;
@@ -363,7 +412,6 @@ MetaRoceQueuePair::EnsureInit()
     cfg.mtu = m_mtu;
     cfg.growPaths = m_attrs->growPaths;
     cfg.openOnFirstUse = m_attrs->openOnFirstUse;
-    uint32_t planes = m_nic->GetNPorts();
     std::vector<bool> linkUp(planes);
     double line = 0;
     for (uint32_t p = 0; p < planes; ++p)

@@ -118,9 +118,11 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
     /// attribute of one QP gives it a copy of its own first.
     struct Attributes : SimpleRefCount<Attributes>
     {
-        uint32_t minPaths{12};
-        uint32_t maxPaths{64};
-        uint32_t initialWindow{16};
+        uint32_t minPaths{0}; //!< 0: minPathsPerPlane x planes
+        uint32_t maxPaths{0}; //!< 0: maxPathsPerPlane x planes
+        uint32_t minPathsPerPlane{12};
+        uint32_t maxPathsPerPlane{64};
+        uint32_t initialWindow{2};
         uint32_t pathWindowCap{128};
         uint32_t qpWindowCap{0};
         uint32_t firstRttWindow{0};
@@ -130,16 +132,17 @@ class MetaRoceQueuePair : public QueuePair, private MetaRocePathManager::Owner
         uint32_t planeFailPaths{2};
         double tailLossRtts{2.5};
         double hintWindowGain{2.0};
+        double qpWindowBdps{2.0};
         Time ackDelay{MicroSeconds(1)};
         Time rtoMin{MicroSeconds(100)};
         Time initialRto{MilliSeconds(5)};
         Time probeInterval{MicroSeconds(500)};
         Time idleTimeout{MilliSeconds(1)};
-        SprayPolicy policy{ROUND_ROBIN};
+        SprayPolicy policy{LEAST_LOADED};
         TypeId ccType;
         bool nicRttForRto{true};
         bool growPaths{true};
-        bool openOnFirstUse{false};
+        bool openOnFirstUse{true};
     };
 
     const Attributes& Attrs() const { return *m_attrs; }

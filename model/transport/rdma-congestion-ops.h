@@ -37,7 +37,8 @@ struct CcPath
 struct CcState
 {
     double lineRateBps{0};
-    double rateBps{0}; //!< pacing rate; lineRateBps when unpaced
+    double rateBps{0};      //!< pacing rate; lineRateBps when unpaced
+    double qwndCapBytes{0}; //!< > 0: the paths' windows together grow no further
     uint32_t mtu{4096};
     std::vector<CcPath> paths;
     /// The QP reacts to a rate change (re-times its pacing).
