@@ -244,6 +244,9 @@ MetaRocePathManager::RetirePath(uint32_t i, PathEvent why)
     if (hd.body != 0)
     {
         m_bodies[hd.body - 1].recs.Release();
+        // No window: the connection's (which the coupled increase divides by and
+        // QpWindowBdps caps) is its live paths' alone.
+        m_cc.paths[hd.body - 1].cwndBytes = 0;
     }
     hd.state = PATH_RETIRED;
     auto& list = m_planes[hd.plane].paths;
