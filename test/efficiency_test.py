@@ -19,9 +19,13 @@ SIM, ROOT = sys.argv[1], sys.argv[2]
 DEMO = os.path.join(ROOT, "scenarios", "demo.json")
 ACROSS = os.path.join(ROOT, "scenarios", "scale-across-one.json")
 # Measured at these defaults: 0.77 (it was 0.35 before paths were counted per plane). The
-# goal of 0.9 is not reached yet: what is left is ECMP imbalance of the paths (the same run
-# on one switch per plane reaches 0.95); results/fidelity.md says so.
+# goal of 0.9 is not reached for 8 MiB, about 10 RTTs: what is left is ECMP imbalance of the
+# paths across the spines, which the windows do not undo in so few RTTs (the same run on one
+# switch per plane reaches 0.95; results/fidelity.md F1 says so).
 PERMUTATION_FLOOR = 0.75
+# 64 MiB each: measured 0.92 at the defaults (seeds 1-3: 0.92-0.93); 0.74 with the
+# connection's increase a fixed packet per RTT (IncreaseBdpFraction 0).
+LONG_PERMUTATION_FLOOR = 0.90
 failures = []
 passes = []
 
@@ -41,19 +45,31 @@ def run(tmp, name, scenario, variant, *sets):
         return json.load(f)["runs"][0], out
 
 
-with tempfile.TemporaryDirectory() as tmp:
-    # 1. The permutation: 64 NICs of 8 x 100G, 8 MiB each, no loss.
-    d, _ = run(tmp, "perm", DEMO, "MetaRoCE")
+
+
+def permutation(tmp, name, floor, *sets):
+    """A permutation of the demo's fabric against its line-rate bound (payload plus headers
+    at 8 x 100G: the ACKs' share of the links and the path's latency count against it)."""
+    d, _ = run(tmp, name, DEMO, "MetaRoCE", *sets)
     m, c, t = d["metrics"], d["counters"], d["parameters"]["topology"]
     line_bps = t["planes"] * t["nic_port_gbps"] * 1e9
     qp_bytes = m["bytes_completed"] / c["qps"]
     wire = qp_bytes * c["data_frame_wire_bytes"] / 4096  # payload plus headers
     bound_us = wire * 8 / line_bps * 1e6
     eff = bound_us / m["completion_us"]
-    check(m["messages_completed"] == m["messages_total"], "permutation: every message done")
-    check(eff >= PERMUTATION_FLOOR,
-          f"permutation: {eff:.3f} of the line-rate bound ({bound_us:.1f} us / "
-          f"{m['completion_us']:.1f} us), at least {PERMUTATION_FLOOR}")
+    check(m["messages_completed"] == m["messages_total"], f"{name}: every message done")
+    check(eff >= floor, f"{name}: {eff:.3f} of the line-rate bound ({bound_us:.1f} us / "
+          f"{m['completion_us']:.1f} us), at least {floor}")
+    return d
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    # 1. The permutation: 64 NICs of 8 x 100G, 8 MiB each (~10 RTTs), no loss; and 64 MiB
+    # each (~100 RTTs), where the connections' windows have time to share the spines fairly.
+    d = permutation(tmp, "permutation 8 MiB", PERMUTATION_FLOOR)
+    permutation(tmp, "permutation 64 MiB", LONG_PERMUTATION_FLOOR,
+                "workload.message_bytes=8388608")
+    m, t = d["metrics"], d["parameters"]["topology"]
     # The scale-out window of one plane's connection (the reading of the slide's table).
     per_plane = m["mean_qwnd_packets"] / t["planes"]
     check(per_plane <= 75, f"scale-out window {per_plane:.1f} packets a plane, at most ~75")

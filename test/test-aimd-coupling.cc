@@ -5,6 +5,7 @@
 
 #include "ns3/boolean.h"
 #include "ns3/config.h"
+#include "ns3/double.h"
 #include "ns3/string.h"
 #include "ns3/uinteger.h"
 
@@ -19,7 +20,7 @@ namespace
 /// The share of a 40-path connection beside a 1-path one into the same receiver (one leaf:
 /// the receiver's link is the bottleneck), from 10 to 30 ms.
 double
-MultipathShare(const std::string& coupling, const std::string& ecn)
+MultipathShare(const std::string& coupling, const std::string& ecn, double bdpFraction = 0.2)
 {
     SimGuard guard;
     // The receiver's hints would split its link equally whatever the windows do: off, so the
@@ -27,6 +28,8 @@ MultipathShare(const std::string& coupling, const std::string& ecn)
     Config::SetDefault("ns3::metaroce::MetaRoceAimd::UseRateHints", BooleanValue(false));
     Config::SetDefault("ns3::metaroce::MetaRoceAimd::IncreaseCoupling", StringValue(coupling));
     Config::SetDefault("ns3::metaroce::MetaRoceAimd::EcnResponse", StringValue(ecn));
+    Config::SetDefault("ns3::metaroce::MetaRoceAimd::IncreaseBdpFraction",
+                       DoubleValue(bdpFraction));
     // 10 us links: a bandwidth-delay product of ~125 packets, so the fair share (~62) is
     // above the 40 packets that 40 paths of at least one packet each keep in flight.
     auto topo = SmallFpf(8, 1, 8);
@@ -66,10 +69,13 @@ TEST_CASE("MetaRoCE AIMD: 40 paths take no more than a fair share from 1 path at
     INFO("40-path share, increase per connection, decrease per mark: " << coupled);
     CHECK(coupled <= 0.5 * 1.1);
     CHECK(coupled >= 0.5 * 0.9);
-    // Each path growing on its own and cut at most once per path RTT, or only the latter:
-    // the connection of 40 paths crowds the other out.
+    // Each path growing on its own and cut at most once per path RTT, or the latter with the
+    // connection's increase a fixed packet count: the connection of 40 paths crowds the
+    // other out. (A rate-scaled increase outweighs the per-RTT cut's dependence on the
+    // number of paths: see the INFO.)
     double perPath = MultipathShare("path", "rtt");
-    double perRtt = MultipathShare("connection", "rtt");
+    double perRtt = MultipathShare("connection", "rtt", 0.0);
+    INFO("per RTT decrease, rate-scaled increase: " << MultipathShare("connection", "rtt"));
     INFO("per path increase and per RTT decrease: " << perPath << "; per RTT decrease: " << perRtt);
     CHECK(perPath > 0.6);
     CHECK(perRtt > 0.6);

@@ -29,6 +29,16 @@ MetaRoceAimd::GetTypeId()
                           "Packets added to a path's window per RTT without ECN. Assumption: 1.",
                           DoubleValue(1.0), MakeDoubleAccessor(&MetaRoceAimd::m_ai),
                           MakeDoubleChecker<double>(0.0, 1024))
+            .AddAttribute("IncreaseBdpFraction",
+                          "With IncreaseCoupling connection, the connection's additive increase "
+                          "per RTT is at least this fraction of its bandwidth-delay product "
+                          "(line rate x smallest RTT seen); 0: AdditiveIncrease packets only. "
+                          "Assumption: 0.2 (the talk names additive increase but not its size; "
+                          "a fixed packet count makes a fast connection's recovery from a cut "
+                          "take hundreds of RTTs, a rate-scaled step is what NSCC and "
+                          "high-speed TCP variants use; results/fidelity.md F1b has the sweep).",
+                          DoubleValue(0.2), MakeDoubleAccessor(&MetaRoceAimd::m_aiBdp),
+                          MakeDoubleChecker<double>(0.0, 1.0))
             .AddAttribute("EcnBeta",
                           "Decrease on ECN: pwnd *= 1 - EcnBeta x marked fraction / 2. "
                           "Assumption: 1 (DCTCP's rule).",
@@ -155,9 +165,14 @@ MetaRoceAimd::OnAck(CcState& s, uint32_t path, uint64_t ackedBytes, int64_t rttP
         else
         {
             // Per RTT a path's ACKs add AdditiveIncrease x (its window / the divisor).
-            const double divisor =
-                m_coupling == COUPLE_CONNECTION ? std::max(total, p.cwndBytes) : p.cwndBytes;
-            p.cwndBytes += m_ai * mtu * static_cast<double>(ackedBytes) / divisor;
+            double step = m_ai * mtu;
+            double divisor = p.cwndBytes;
+            if (m_coupling == COUPLE_CONNECTION)
+            {
+                step = std::max(step, m_aiBdp * s.bdpBytes);
+                divisor = std::max(total, p.cwndBytes);
+            }
+            p.cwndBytes += step * static_cast<double>(ackedBytes) / divisor;
         }
         p.cwndBytes = std::min(p.cwndBytes, p.maxCwndBytes);
     }

@@ -3,8 +3,11 @@
  *  - slow start on a path until it sees its first congestion signal, then additive
  *    increase: AdditiveIncrease packets per RTT on ACKs without ECN echo, for the whole
  *    connection (IncreaseCoupling "connection": each ACK adds in proportion to its share of
- *    the connection's window, so 40 paths grow no faster than one) or for each path
- *    ("path": a connection of n paths grows n packets per RTT);
+ *    the connection's window, so 40 paths grow no faster than one), and at least
+ *    IncreaseBdpFraction (0.2) of the connection's bandwidth-delay product per RTT (a step in
+ *    proportion to the connection's rate, as UEC's NSCC scales its fair increase, so an
+ *    800G QP of a ~170-packet BDP recovers a cut in tens of RTTs, not hundreds); or for each
+ *    path ("path": a connection of n paths grows n packets per RTT);
  *  - decrease on ECN, on the marked path only: by EcnBeta x half of what each marked ACK
  *    acknowledges (EcnResponse "mark": per RTT a window loses EcnBeta x marked fraction / 2,
  *    however the connection's packets spread over paths), or at most once per path RTT by
@@ -57,6 +60,7 @@ class MetaRoceAimd : public RdmaCongestionOps
 
   private:
     double m_ai{1.0};
+    double m_aiBdp{0.2};
     double m_ecnBeta{1.0};
     double m_ecnGain{1.0 / 16};
     uint32_t m_lossThreshold{3};

@@ -358,8 +358,8 @@ MetaRoceQueuePair::ReceiveAck(uint32_t port, const RdmaHeaderData& h)
         const int64_t oldSrtt = m_tx->paths.CcAt(d).srttPs;
         const bool firstSample = m_tx->paths.OnRttSample(d, rtt);
         CcState& cc = m_tx->paths.Window();
-        cc.qwndCapBytes = m_attrs->qpWindowBdps * cc.lineRateBps / 8e12 *
-                          static_cast<double>(m_tx->paths.QpMinRttPs());
+        cc.bdpBytes = cc.lineRateBps / 8e12 * static_cast<double>(m_tx->paths.QpMinRttPs());
+        cc.qwndCapBytes = m_attrs->qpWindowBdps * cc.bdpBytes;
         if (m_traces)
         {
             m_traces->pathRtt(h.path, PicoSeconds(oldSrtt),

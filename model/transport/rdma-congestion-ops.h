@@ -39,6 +39,7 @@ struct CcState
     double lineRateBps{0};
     double rateBps{0};      //!< pacing rate; lineRateBps when unpaced
     double qwndCapBytes{0}; //!< > 0: the paths' windows together grow no further
+    double bdpBytes{0};     //!< line rate x the QP's smallest RTT seen (0 before a sample)
     uint32_t mtu{4096};
     std::vector<CcPath> paths;
     /// The QP reacts to a rate change (re-times its pacing).
