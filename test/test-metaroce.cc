@@ -244,6 +244,7 @@ TEST_CASE("MetaRoCE: a connection whose first packets are all lost times out fro
     auto [a, ra] = w.Connect(0, 1);
     auto [b, rb] = w.Connect(0, 1);
     b->SetAttribute("FirstRttWindow", UintegerValue(4));
+    b->SetAttribute("NicRttTimeout", BooleanValue(true));
     // Connection a gives NIC 0 an RTT; b starts later and loses its whole first window
     // (FirstRttWindow, 4 packets) on every plane: no RTT of its own, and no ACK. It times out
     // from NIC 0's RTT (at least RtoMin, 100 us), not from InitialRto (5 ms).

@@ -88,6 +88,15 @@ MetaRoceAimd::GetTypeId()
                           MakeEnumChecker(COUPLE_CONNECTION, "connection", COUPLE_PATH, "path"))
             .AddAttribute("UseRateHints", "Pace the QP at the receiver's rate hint (RCN).",
                           BooleanValue(true), MakeBooleanAccessor(&MetaRoceAimd::m_useHints),
+                          MakeBooleanChecker())
+            .AddAttribute("HintStart",
+                          "While no path of the connection has seen ECN, a loss or a timeout, "
+                          "the receiver's rate hint is a floor on the connection's window: "
+                          "hint x the QP's smallest RTT, spread evenly over its paths (each "
+                          "within its cap). Assumption: on (the talk: receivers return rate "
+                          "hints in ACKs; a sender told its rate need not find it by doubling "
+                          "per RTT, which from 2 packets a path takes 4-5 RTTs to fill 1.5 ms).",
+                          BooleanValue(true), MakeBooleanAccessor(&MetaRoceAimd::m_hintStart),
                           MakeBooleanChecker());
     return tid;
 }
@@ -215,12 +224,51 @@ MetaRoceAimd::OnRateHint(CcState& s, double bps)
         return;
     }
     double r = std::min(bps, s.lineRateBps);
+    if (m_hintStart)
+    {
+        HintFloor(s, r);
+    }
     if (r != s.rateBps)
     {
         s.rateBps = r;
         if (s.onRateChange)
         {
             s.onRateChange();
+        }
+    }
+}
+
+void
+MetaRoceAimd::HintFloor(CcState& s, double hintBps) const
+{
+    // Only while the connection has seen no congestion: the hint ends slow start's probing
+    // for the rate, it never overrides what ECN or a loss said.
+    uint32_t live = 0;
+    double total = 0;
+    for (const CcPath& p : s.paths)
+    {
+        if (p.cwndBytes <= 0)
+        {
+            continue; // retired
+        }
+        if (!p.slowStart)
+        {
+            return;
+        }
+        ++live;
+        total += p.cwndBytes;
+    }
+    const double target = hintBps / s.lineRateBps * s.bdpBytes;
+    if (live == 0 || s.bdpBytes <= 0 || total >= target)
+    {
+        return;
+    }
+    const double each = target / live;
+    for (CcPath& p : s.paths)
+    {
+        if (p.cwndBytes > 0 && p.cwndBytes < each)
+        {
+            p.cwndBytes = std::min(each, p.maxCwndBytes);
         }
     }
 }

@@ -16,7 +16,9 @@
  *    connection of many paths is cut less than a 1-path one at the same marking);
  *  - on losses only after LossThreshold of them within one RTT: pwnd *= (1 - LossBeta);
  *  - a timeout leaves the path one packet;
- *  - the receiver's rate hint becomes the QP's pacing rate; a QP that had nothing
+ *  - the receiver's rate hint becomes the QP's pacing rate, and while the connection is
+ *    still in slow start a floor on its window (HintStart: hint x smallest RTT);
+ *    a QP that had nothing
  *    outstanding starts new work unpaced (the last hint described the receiver's load
  *    while the finished work was received, not now) until the first ACK brings a hint.
  * The constants are assumptions: the talk names the mechanisms (ECN MD per path, MD after N
@@ -59,6 +61,9 @@ class MetaRoceAimd : public RdmaCongestionOps
     void OnRestart(CcState& s) override;
 
   private:
+    /// HintStart: raise a connection still in slow start to hint x its smallest RTT.
+    void HintFloor(CcState& s, double hintBps) const;
+
     double m_ai{1.0};
     double m_aiBdp{0.2};
     double m_ecnBeta{1.0};
@@ -66,6 +71,7 @@ class MetaRoceAimd : public RdmaCongestionOps
     uint32_t m_lossThreshold{3};
     double m_lossBeta{0.5};
     bool m_useHints{true};
+    bool m_hintStart{true};
     bool m_slowStart{true};
     bool m_validate{true};
     Coupling m_coupling{COUPLE_CONNECTION};

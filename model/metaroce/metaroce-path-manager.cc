@@ -407,8 +407,9 @@ void
 MetaRocePathManager::PathSilent(uint32_t i, int64_t now)
 {
     SPath& p = m_bodies[Dense(i)];
+    const bool guessed = RtoGuessed(i);
     ++p.consecutiveTimeouts;
-    if (p.consecutiveTimeouts >= Cfg().pathFailTimeouts)
+    if (!guessed && p.consecutiveTimeouts >= Cfg().pathFailTimeouts)
     {
         uint32_t plane = m_heads[i].plane;
         Plane& pl = m_planes[plane];

@@ -360,18 +360,31 @@ class MetaRocePathManager
         int64_t srtt = c.srttPs > 0 ? c.srttPs : m_qpSrttPs;
         if (srtt <= 0)
         {
-            // No sample on this connection yet: the RTT its NIC's other connections measured.
+            // No sample on this connection yet: the RTT its NIC's other connections measured,
+            // a guess (the destination may be 100x further), so each timeout on it doubles
+            // the next, up to InitialRto.
             srtt = Cfg().nicRttForRto ? *m_nicRtt : 0;
             if (srtt <= 0)
             {
                 return Cfg().initialRtoPs;
             }
+            const int64_t guess = srtt + std::max(Cfg().rtoMinPs, 2 * srtt);
+            const uint32_t k = std::min<uint32_t>(Body(i).consecutiveTimeouts, 40);
+            return guess >= (Cfg().initialRtoPs >> k) ? Cfg().initialRtoPs : guess << k;
         }
         int64_t var = c.srttPs > 0 ? Body(i).rttvarPs : srtt / 2;
         // The floor applies to the margin above the RTT, not to the RTO itself (as Linux
         // floors TCP's): on a steady long path rttvar decays to ~0, and an RTO of srtt alone
         // fires on any ACK a few nanoseconds later than the average.
         return srtt + std::max(Cfg().rtoMinPs, 4 * var);
+    }
+
+    /// Whether path i's timeout is a guess from its NIC's RTT below InitialRto (the QP has no
+    /// RTT sample of its own): such a timeout resends, but it is no sign the path failed.
+    bool RtoGuessed(uint32_t i) const
+    {
+        return Cfg().nicRttForRto && Cc(i).srttPs == 0 && m_qpSrttPs == 0 && *m_nicRtt > 0 &&
+               RtoPs(i) < Cfg().initialRtoPs;
     }
 
     /// When to look at path i's timeout again after a send: its RTO, or RtoMin while the

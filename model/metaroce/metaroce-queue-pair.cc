@@ -235,8 +235,13 @@ MetaRoceQueuePair::GetTypeId()
                 "A connection without any RTT sample of its own (all its first "
                 "packets lost) times out from the lowest RTT its NIC's other "
                 "connections measured (srtt + max(4 x srtt/2, RtoMin)) rather "
-                "than InitialRto. Assumption: true.",
-                BooleanValue(true),
+                "than InitialRto, doubling with each timeout up to InitialRto; "
+                "these early timeouts resend but do not count toward "
+                "PathFailTimeouts. Assumption: false (the NIC's RTT is a guess "
+                "for a new destination: a cross-site QP on a NIC whose other QPs "
+                "are in the building would resend its first window ~7 times "
+                "before its first ACK, 1.5 ms away).",
+                BooleanValue(false),
                 MakeQpAttributeAccessor<BooleanValue>(&MetaRoceQueuePair::Attributes::nicRttForRto),
                 MakeBooleanChecker())
             .AddAttribute(
