@@ -83,7 +83,8 @@ Fabric::EnablePcap(const std::string& prefix, uint32_t nic, uint32_t plane, uint
 }
 
 Ptr<FabricChannel>
-Fabric::Connect(Ptr<FabricNetDevice> a, Ptr<FabricNetDevice> b, double gbps, double delayNs)
+Fabric::Connect(Ptr<FabricNetDevice> a, Ptr<FabricNetDevice> b, double gbps, double delayNs,
+                LinkKind kind)
 {
     auto ch = CreateObject<FabricChannel>();
     ch->SetDelay(PicoSeconds(static_cast<int64_t>(delayNs * 1000.0 + 0.5)));
@@ -92,6 +93,7 @@ Fabric::Connect(Ptr<FabricNetDevice> a, Ptr<FabricNetDevice> b, double gbps, dou
     b->SetDataRate(rate);
     ch->Connect(a, b);
     m_links.push_back(ch);
+    m_linkKinds.push_back(kind);
     return ch;
 }
 
@@ -177,7 +179,7 @@ Fabric::Build()
                         break;
                     }
                     Connect(HostPort(s * g.nicsPerSite + local, p), port(leaf, i), nicGbps,
-                            m_spec.nicLinkDelayNs);
+                            m_spec.nicLinkDelayNs, LINKS_NIC);
                 }
                 if (tiers == 2)
                 {
@@ -187,7 +189,7 @@ Fabric::Build()
                         for (uint32_t k = 0; k < g.m; ++k)
                         {
                             Connect(port(leaf, g.d + sp2 * g.m + k), port(spine, l * g.m + k),
-                                    fabGbps, m_spec.fabricLinkDelayNs);
+                                    fabGbps, m_spec.fabricLinkDelayNs, LINKS_FABRIC);
                         }
                     }
                 }
@@ -201,7 +203,7 @@ Fabric::Build()
                         for (uint32_t k = 0; k < g.m1; ++k)
                         {
                             Connect(port(leaf, g.d + j * g.m1 + k), port(agg, ll * g.m1 + k),
-                                    fabGbps, m_spec.fabricLinkDelayNs);
+                                    fabGbps, m_spec.fabricLinkDelayNs, LINKS_FABRIC);
                         }
                     }
                 }
@@ -220,7 +222,7 @@ Fabric::Build()
                             {
                                 Connect(port(agg, g.Lp * g.m1 + c * g.m2 + k),
                                         port(core, pod * g.m2 + k), fabGbps,
-                                        m_spec.fabricLinkDelayNs);
+                                        m_spec.fabricLinkDelayNs, LINKS_FABRIC);
                             }
                         }
                     }
@@ -238,7 +240,7 @@ Fabric::Build()
                     {
                         Connect(port(Switch(a, p, 1, sp2), g.L * g.m + (b - 1) * g.x + k),
                                 port(Switch(b, p, 1, sp2), g.L * g.m + a * g.x + k),
-                                m_spec.interSiteGbps, m_spec.InterSiteDelayNs());
+                                m_spec.interSiteGbps, m_spec.InterSiteDelayNs(), LINKS_LONG);
                     }
                 }
             }
@@ -309,7 +311,7 @@ Fabric::ScheduleLinkState(Ptr<FabricChannel> link, Time at, bool up)
 }
 
 void
-Fabric::SetLossRate(double p, int32_t plane)
+Fabric::SetLossRate(double p, int32_t plane, LinkKind kind)
 {
     std::size_t b = 0;
     std::size_t e = m_links.size();
@@ -319,6 +321,10 @@ Fabric::SetLossRate(double p, int32_t plane)
     }
     for (std::size_t i = b; i < e; ++i)
     {
+        if (kind != LINKS_ALL && m_linkKinds[i] != kind)
+        {
+            continue;
+        }
         for (std::size_t d = 0; d < 2; ++d)
         {
             StaticCast<FabricNetDevice>(m_links[i]->GetDevice(d))->SetLossRate(p);

@@ -60,8 +60,18 @@ class Fabric
     void SetPlaneUp(uint32_t plane, bool up);
     void SchedulePlaneState(uint32_t plane, Time at, bool up);
     void ScheduleLinkState(Ptr<FabricChannel> link, Time at, bool up);
-    /// Random loss on every port of the fabric (both directions of every link); plane < 0: all.
-    void SetLossRate(double p, int32_t plane = -1);
+    /// Which links a loss applies to: every one, a NIC's own, switch to switch within a
+    /// site, or the long links between sites.
+    enum LinkKind : uint8_t
+    {
+        LINKS_ALL,
+        LINKS_NIC,
+        LINKS_FABRIC,
+        LINKS_LONG
+    };
+
+    /// Random loss on the ports of the links of one kind (both directions); plane < 0: all.
+    void SetLossRate(double p, int32_t plane = -1, LinkKind kind = LINKS_ALL);
     /// Seeds every port's and switch's random stream from `stream` on; returns streams used.
     int64_t AssignStreams(int64_t stream);
 
@@ -101,7 +111,7 @@ class Fabric
     uint64_t m_queuePairs{0};
     void Build();
     Ptr<FabricChannel> Connect(Ptr<FabricNetDevice> a, Ptr<FabricNetDevice> b, double gbps,
-                               double delayNs);
+                               double delayNs, LinkKind kind);
 
     TopologySpec m_spec;
     ObjectFactory m_switchFactory;
@@ -112,6 +122,7 @@ class Fabric
     std::vector<Ptr<FabricSwitch>> m_switches;
     std::vector<uint32_t> m_tierBase; //!< first switch index of (site, plane, tier)
     std::vector<Ptr<FabricChannel>> m_links;
+    std::vector<LinkKind> m_linkKinds;         //!< beside m_links
     std::vector<std::size_t> m_planeLinkStart; //!< planes + 1 entries
     uint64_t m_ports{0};
 };

@@ -111,18 +111,23 @@ Percentile(const std::vector<double>& sorted, double q)
 static void
 SetLossAt(Fabric& fabric, const std::vector<FaultSpec>& loss, double tUs)
 {
+    const std::pair<const char*, Fabric::LinkKind> kinds[] = {
+        {"nic", Fabric::LINKS_NIC}, {"fabric", Fabric::LINKS_FABRIC}, {"long", Fabric::LINKS_LONG}};
     for (uint32_t p = 0; p < fabric.NumPlanes(); ++p)
     {
-        double rate = 0;
-        for (const auto& f : loss)
+        for (const auto& [name, kind] : kinds)
         {
-            if ((f.allPlanes || f.plane == p) && f.atUs <= tUs &&
-                (f.untilUs < 0 || tUs < f.untilUs))
+            double rate = 0;
+            for (const auto& f : loss)
             {
-                rate = f.rate;
+                if ((f.allPlanes || f.plane == p) && (f.links == "all" || f.links == name) &&
+                    f.atUs <= tUs && (f.untilUs < 0 || tUs < f.untilUs))
+                {
+                    rate = f.rate;
+                }
             }
+            fabric.SetLossRate(rate, static_cast<int32_t>(p), kind);
         }
-        fabric.SetLossRate(rate, static_cast<int32_t>(p));
     }
 }
 

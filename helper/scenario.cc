@@ -577,6 +577,11 @@ ParseFaults(const JsonReader& r, const TopologySpec& topo, double durationUs)
         if (s.kind == "loss")
         {
             s.rate = f.Number("rate", 0.0, 1.0);
+            s.links = f.Choice("links", "all", {"all", "nic", "fabric", "long"});
+            if (s.links == "long" && topo.sites < 2)
+            {
+                f.Fail("links", "\"long\" needs a topology of several sites");
+            }
             s.allPlanes = !f.Has("plane");
             if (!s.allPlanes)
             {

@@ -136,6 +136,8 @@ struct FaultSpec
     double untilUs{-1}; //!< < 0: stays down
     double rate{0};
     bool allPlanes{true};
+    std::string links{"all"}; //!< loss: "all" links, a NIC's own, "fabric" (switch to switch
+                              //!< in a site) or "long" (between sites)
 };
 
 /// One fully resolved run of a scenario.

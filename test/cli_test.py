@@ -495,6 +495,22 @@ with tempfile.TemporaryDirectory() as tmp:
     got = ratio([full, ends])
     check(0.4 < got < 0.6, f"a later fault (0% until 20 us) over an earlier 100%: {got}")
     check(ratio([ends, full]) == 0.0, "an earlier fault under a later one that holds throughout")
+    # Where the loss applies: a NIC's own links, switch to switch, or between sites only.
+    check(ratio([dict(full, links="nic")]) == 0.0, "loss on the NICs' links only")
+    check(ratio([dict(full, links="fabric")]) == 0.0, "loss on switch-to-switch links only")
+    sites = dict(lab, topology="topologies/scale-across-2site-150km.json", duration_us=2000)
+    for dst, want in ((1, 1.0), (16, 0.0)):
+        o = os.path.join(tmp, "long.json")
+        doc = dict(sites, workload={"kind": "raw", "pattern": "explicit",
+                                    "flows": [{"src": 0, "dst": dst}]},
+                   faults=[dict(full, links="long")])
+        r = run([write(tmp, "long-in.json", doc), "--quiet", "--out", o])
+        got = json.load(open(o))["runs"][0]["metrics"]["delivery_ratio"] if \
+            r.returncode == 0 else -1
+        check(got == want, f"loss on the long links only, 0 -> {dst}: delivery {got}, want {want}")
+    r = run([write(tmp, "long-bad.json", dict(lab, faults=[dict(full, links="long")])), "--quiet"])
+    check(r.returncode == 2 and "faults[0].links" in r.stderr,
+          f"long-link loss on one site: exit {r.returncode}: {r.stderr.strip()}")
     bad = write(tmp, "loss-bad.json", dict(lab, faults=[dict(burst, until_us=10)]))
     r = run([bad, "--quiet"])
     check(r.returncode == 2 and "faults[0].until_us" in r.stderr,
