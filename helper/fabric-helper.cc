@@ -1,4 +1,4 @@
-#include "fabric-helper.h"
+#include "helper/fabric-helper.h"
 
 #include "ns3/abort.h"
 #include "ns3/boolean.h"

@@ -6,11 +6,11 @@
 #ifndef METAROCE_FABRIC_HELPER_H
 #define METAROCE_FABRIC_HELPER_H
 
+#include "helper/topology-spec.h"
 #include "model/fabric/fabric-channel.h"
 #include "model/fabric/fabric-net-device.h"
 #include "model/fabric/fabric-router.h"
 #include "model/fabric/fabric-switch.h"
-#include "topology-spec.h"
 
 #include "ns3/node.h"
 #include "ns3/object-factory.h"

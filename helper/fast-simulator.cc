@@ -1,4 +1,4 @@
-#include "fast-simulator.h"
+#include "helper/fast-simulator.h"
 
 #include "model/core/bucket-scheduler.h"
 #include "model/core/fast-simulator-impl.h"

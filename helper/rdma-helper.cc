@@ -1,4 +1,4 @@
-#include "rdma-helper.h"
+#include "helper/rdma-helper.h"
 
 #include "model/rocev2/rocev2-queue-pair.h"
 

@@ -6,7 +6,7 @@
 #ifndef METAROCE_RDMA_HELPER_H
 #define METAROCE_RDMA_HELPER_H
 
-#include "fabric-helper.h"
+#include "helper/fabric-helper.h"
 #include "model/core/fabric-random.h"
 #include "model/transport/rdma-nic.h"
 

@@ -1,4 +1,4 @@
-#include "topology-builder.h"
+#include "helper/topology-builder.h"
 
 namespace ns3
 {

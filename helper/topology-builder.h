@@ -14,7 +14,7 @@
 #ifndef METAROCE_TOPOLOGY_BUILDER_H
 #define METAROCE_TOPOLOGY_BUILDER_H
 
-#include "topology-spec.h"
+#include "helper/topology-spec.h"
 
 #include <nlohmann/json.hpp>
 #include <string>

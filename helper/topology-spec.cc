@@ -1,6 +1,6 @@
-#include "topology-spec.h"
+#include "helper/topology-spec.h"
 
-#include "json-reader.h"
+#include "helper/scenario/json-reader.h"
 
 #include "ns3/boolean.h"
 #include "ns3/double.h"

@@ -7,8 +7,8 @@
  * Exit status: 0 done, 2 bad input.
  */
 #include "helper/fabric-helper.h"
-#include "helper/json-reader.h"
-#include "helper/scenario-runner.h"
+#include "helper/run/scenario-runner.h"
+#include "helper/scenario/json-reader.h"
 
 #include <chrono>
 #include <iostream>

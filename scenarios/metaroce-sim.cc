@@ -10,15 +10,15 @@
  * (expect_unfinished); 4 an invariant of the model was broken (nothing is written); 1 anything
  * else (an allocation failure names the phase).
  */
-#include "helper/json-reader.h"
-#include "helper/memory-estimate.h"
-#include "helper/results-writer.h"
-#include "helper/scenario-runner.h"
-#include "helper/scenario.h"
+#include "helper/run/results-writer.h"
+#include "helper/run/scenario-runner.h"
+#include "helper/scenario/json-reader.h"
+#include "helper/scenario/memory-estimate.h"
+#include "helper/scenario/scenario.h"
 #include "model/core/bucket-scheduler.h"
 #include "model/core/fast-simulator-impl.h"
 #ifdef METAROCE_MPI
-#include "helper/mpi-fabric.h"
+#include "helper/mpi/mpi-fabric.h"
 #endif
 
 #include "ns3/config.h"

@@ -60,12 +60,13 @@ with open(SCENARIO) as f:
 
 # Every metric and counter name the runner writes (some only with one transport, a victim,
 # faults or a time series, so a run may not show them) is a column some table accepts.
-# (The runner and its workloads, helper/workload-*.cc.)
+# (The runner and its workloads, helper/run/scenario-runner.cc and helper/workload/*.cc.)
 runner = ""
-for name in sorted(os.listdir(os.path.join(ROOT, "helper"))):
-    if name == "scenario-runner.cc" or name.startswith("workload-"):
-        with open(os.path.join(ROOT, "helper", name)) as f:
-            runner += f.read().split("ResultColumns(const std::string& workloadKind)")[0]
+sources = [os.path.join("run", "scenario-runner.cc")] + sorted(
+    os.path.join("workload", n) for n in os.listdir(os.path.join(ROOT, "helper", "workload")))
+for name in sources:
+    with open(os.path.join(ROOT, "helper", name)) as f:
+        runner += f.read().split("ResultColumns(const std::string& workloadKind)")[0]
 written = set(re.findall(r'(?:metrics|counters)\["([a-z_0-9]+)"\]', runner))
 for block in re.findall(r"rec\.(?:metrics|counters) = \{(.*?)\};", runner, re.S):
     written |= set(re.findall(r'\{"([a-z_0-9]+)",', block))

@@ -1,6 +1,6 @@
 // FabricHelper's attribute setters, and a topology file's switch settings going through them.
 #include "helper/fabric-helper.h"
-#include "helper/json-reader.h"
+#include "helper/scenario/json-reader.h"
 #include "test-util.h"
 
 #include "ns3/boolean.h"

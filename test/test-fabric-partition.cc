@@ -1,7 +1,7 @@
 // Distributed runs without MPI: the partition of a fabric over processes, and a link's remote
 // hand-over (the part of a crossing link each process keeps).
-#include "helper/fabric-partition.h"
-#include "helper/json-reader.h"
+#include "helper/mpi/fabric-partition.h"
+#include "helper/scenario/json-reader.h"
 #include "test-util.h"
 
 #include "ns3/uinteger.h"

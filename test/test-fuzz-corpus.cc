@@ -1,8 +1,8 @@
 // The fuzzers' seed corpora (test/fuzz/corpus/), inputs that once crashed the runner among
 // them, through the same loaders as the fuzz targets, in the default build: each input loads
 // or is an InputError, and a header deserializes from it or takes nothing.
-#include "helper/json-reader.h"
-#include "helper/scenario.h"
+#include "helper/scenario/json-reader.h"
+#include "helper/scenario/scenario.h"
 #include "helper/topology-spec.h"
 #include "model/fabric/fabric-header.h"
 #include "model/fabric/raw-traffic.h"

@@ -1,6 +1,6 @@
 // The invariant checker's fabric rules: each one passes on a consistent switch and names the
 // switch and the rule when broken.
-#include "helper/run-watchdog.h"
+#include "helper/run/run-watchdog.h"
 #include "test-util.h"
 
 #include "ns3/uinteger.h"

@@ -1,6 +1,6 @@
 // The memory estimate's arithmetic: sizes, what grows it, the limit's parsing, the messages.
-#include "helper/json-reader.h"
-#include "helper/memory-estimate.h"
+#include "helper/scenario/json-reader.h"
+#include "helper/scenario/memory-estimate.h"
 
 #include <catch2/catch.hpp>
 

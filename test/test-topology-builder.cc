@@ -1,6 +1,6 @@
 // TopologyBuilder: a topology described in C++ is the one a file with the same keys holds.
 #include "helper/fabric-helper.h"
-#include "helper/json-reader.h"
+#include "helper/scenario/json-reader.h"
 #include "helper/topology-builder.h"
 #include "test-util.h"
 

@@ -1,6 +1,6 @@
 // Topology files and builders: sizes, wiring consistent with routing, validation errors.
 #include "helper/fabric-helper.h"
-#include "helper/json-reader.h"
+#include "helper/scenario/json-reader.h"
 #include "test-util.h"
 
 #include <catch2/catch.hpp>

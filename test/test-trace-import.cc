@@ -1,7 +1,7 @@
 // The trace importer on the hand-written traces of test/data/traces: what each rank's
 // collectives are, their gaps and groups, and how scaling copies and widens the groups.
-#include "helper/json-reader.h"
-#include "helper/trace-import.h"
+#include "helper/scenario/json-reader.h"
+#include "helper/trace/trace-import.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,8 +1,8 @@
 // libFuzzer target: the bytes are a job file's contents, read the way a scenario reads its
 // job (from a file that names it in "workload.job"). Any InputError is a correct answer;
 // another exception, an abort or a sanitizer report is a fault of the loader.
-#include "helper/json-reader.h"
-#include "helper/scenario.h"
+#include "helper/scenario/json-reader.h"
+#include "helper/scenario/scenario.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // libFuzzer target: the bytes are a scenario file's contents. Any InputError is a correct
 // answer; another exception, an abort or a sanitizer report is a fault of the loader.
-#include "helper/json-reader.h"
-#include "helper/scenario.h"
+#include "helper/scenario/json-reader.h"
+#include "helper/scenario/scenario.h"
 
 #include <cstddef>
 #include <cstdint>

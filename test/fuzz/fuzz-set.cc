@@ -1,8 +1,8 @@
 // libFuzzer target: the bytes are one --set argument (key.path=value), applied to a shipped
 // scenario with streams, faults and variants. Any InputError is a correct answer; another
 // exception, an abort or a sanitizer report is a fault of the loader.
-#include "helper/json-reader.h"
-#include "helper/scenario.h"
+#include "helper/scenario/json-reader.h"
+#include "helper/scenario/scenario.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // libFuzzer target: the bytes are a topology file's contents. Any InputError is a correct
 // answer; another exception, an abort or a sanitizer report is a fault of the loader.
-#include "helper/json-reader.h"
+#include "helper/scenario/json-reader.h"
 #include "helper/topology-spec.h"
 
 #include <cstddef>

@@ -1,7 +1,7 @@
 // What crosses processes in a distributed run: a frame serialized by MpiFabric and rebuilt on
 // the other side, field for field (no MPI needed: the bytes are what MpiInterface carries).
 #define CATCH_CONFIG_MAIN
-#include "helper/mpi-fabric.h"
+#include "helper/mpi/mpi-fabric.h"
 #include "model/fabric/fabric-header.h"
 #include "model/transport/rdma-header.h"
 

@@ -1,8 +1,8 @@
 // What the workload runners share (run-context.h).
-#include "run-context.h"
+#include "helper/run/run-context.h"
 
-#include "distributed-run.h"
-#include "json-reader.h"
+#include "helper/mpi/distributed-run.h"
+#include "helper/scenario/json-reader.h"
 
 #include "ns3/object-factory.h"
 #include "ns3/simulator.h"

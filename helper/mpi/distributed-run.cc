@@ -1,4 +1,4 @@
-#include "distributed-run.h"
+#include "helper/mpi/distributed-run.h"
 
 namespace ns3
 {

@@ -1,6 +1,6 @@
-#include "fabric-partition.h"
+#include "helper/mpi/fabric-partition.h"
 
-#include "json-reader.h"
+#include "helper/scenario/json-reader.h"
 
 #include "ns3/abort.h"
 #include "ns3/log.h"

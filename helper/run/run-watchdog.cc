@@ -1,4 +1,4 @@
-#include "run-watchdog.h"
+#include "helper/run/run-watchdog.h"
 
 #include "model/transport/rdma-nic.h"
 

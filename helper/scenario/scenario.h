@@ -6,7 +6,7 @@
 #ifndef METAROCE_SCENARIO_H
 #define METAROCE_SCENARIO_H
 
-#include "topology-spec.h"
+#include "helper/topology-spec.h"
 
 #include <memory>
 #include <nlohmann/json.hpp>

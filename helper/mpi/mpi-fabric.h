@@ -25,9 +25,9 @@
 #ifndef METAROCE_MPI_FABRIC_H
 #define METAROCE_MPI_FABRIC_H
 
-#include "distributed-run.h"
-#include "fabric-helper.h"
-#include "fabric-partition.h"
+#include "helper/fabric-helper.h"
+#include "helper/mpi/distributed-run.h"
+#include "helper/mpi/fabric-partition.h"
 #include "model/core/fast-simulator-impl.h"
 
 #include "ns3/packet.h"

@@ -1,6 +1,6 @@
-#include "mpi-fabric.h"
+#include "helper/mpi/mpi-fabric.h"
 
-#include "json-reader.h"
+#include "helper/scenario/json-reader.h"
 #include "model/transport/rdma-header.h"
 
 #include "ns3/abort.h"

@@ -1,7 +1,7 @@
-#include "run-supervisor.h"
+#include "helper/run/run-supervisor.h"
 
-#include "distributed-run.h"
-#include "memory-estimate.h"
+#include "helper/mpi/distributed-run.h"
+#include "helper/scenario/memory-estimate.h"
 
 #include "ns3/simulator.h"
 

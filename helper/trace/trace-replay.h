@@ -9,11 +9,11 @@
 #ifndef METAROCE_TRACE_REPLAY_H
 #define METAROCE_TRACE_REPLAY_H
 
-#include "json-reader.h"
+#include "helper/run/scenario-runner.h"
+#include "helper/scenario/json-reader.h"
+#include "helper/scenario/scenario.h"
+#include "helper/trace/trace-import.h"
 #include "model/collective/communicator.h"
-#include "scenario-runner.h"
-#include "scenario.h"
-#include "trace-import.h"
 
 #include <memory>
 #include <string>

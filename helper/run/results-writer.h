@@ -7,7 +7,7 @@
 #ifndef METAROCE_RESULTS_WRITER_H
 #define METAROCE_RESULTS_WRITER_H
 
-#include "scenario-runner.h"
+#include "helper/run/scenario-runner.h"
 
 #include <ostream>
 #include <string>

@@ -9,7 +9,7 @@
 #ifndef METAROCE_FABRIC_PARTITION_H
 #define METAROCE_FABRIC_PARTITION_H
 
-#include "fabric-helper.h"
+#include "helper/fabric-helper.h"
 
 #include <cstdint>
 #include <string>

@@ -5,8 +5,8 @@
 #ifndef METAROCE_SCENARIO_RUNNER_H
 #define METAROCE_SCENARIO_RUNNER_H
 
-#include "progress-reporter.h"
-#include "scenario.h"
+#include "helper/run/progress-reporter.h"
+#include "helper/scenario/scenario.h"
 
 #include <nlohmann/json.hpp>
 #include <stdexcept>

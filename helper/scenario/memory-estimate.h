@@ -10,7 +10,7 @@
 #ifndef METAROCE_MEMORY_ESTIMATE_H
 #define METAROCE_MEMORY_ESTIMATE_H
 
-#include "scenario.h"
+#include "helper/scenario/scenario.h"
 
 #include <cstdint>
 #include <nlohmann/json.hpp>

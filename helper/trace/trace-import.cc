@@ -1,6 +1,6 @@
-#include "trace-import.h"
+#include "helper/trace/trace-import.h"
 
-#include "json-reader.h"
+#include "helper/scenario/json-reader.h"
 
 #include <algorithm>
 #include <cctype>

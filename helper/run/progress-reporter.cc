@@ -1,4 +1,4 @@
-#include "progress-reporter.h"
+#include "helper/run/progress-reporter.h"
 
 #include "ns3/simulator.h"
 

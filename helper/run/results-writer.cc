@@ -1,6 +1,6 @@
-#include "results-writer.h"
+#include "helper/run/results-writer.h"
 
-#include "json-reader.h"
+#include "helper/scenario/json-reader.h"
 
 #include <cerrno>
 #include <climits>

@@ -4,12 +4,12 @@
 #ifndef METAROCE_RUN_SUPERVISOR_H
 #define METAROCE_RUN_SUPERVISOR_H
 
-#include "distributed-run.h"
+#include "helper/mpi/distributed-run.h"
+#include "helper/run/progress-reporter.h"
+#include "helper/run/run-watchdog.h"
+#include "helper/run/scenario-runner.h"
+#include "helper/scenario/scenario.h"
 #include "model/transport/rdma-nic.h"
-#include "progress-reporter.h"
-#include "run-watchdog.h"
-#include "scenario-runner.h"
-#include "scenario.h"
 
 #include <functional>
 #include <string>

@@ -1,6 +1,6 @@
-#include "memory-estimate.h"
+#include "helper/scenario/memory-estimate.h"
 
-#include "json-reader.h"
+#include "helper/scenario/json-reader.h"
 #include "model/collective/collective-plan.h"
 #include "model/collective/communicator.h"
 

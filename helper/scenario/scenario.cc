@@ -1,9 +1,9 @@
-#include "scenario.h"
+#include "helper/scenario/scenario.h"
 
-#include "json-reader.h"
+#include "helper/run/scenario-runner.h"
+#include "helper/scenario/json-reader.h"
+#include "helper/trace/trace-replay.h"
 #include "model/collective/communicator.h"
-#include "scenario-runner.h"
-#include "trace-replay.h"
 
 #include "ns3/string.h"
 #include "ns3/type-id.h"

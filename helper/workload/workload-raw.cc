@@ -1,8 +1,8 @@
 // The raw-traffic workload: packets without a transport.
-#include "distributed-run.h"
+#include "helper/mpi/distributed-run.h"
+#include "helper/run/run-context.h"
+#include "helper/run/run-supervisor.h"
 #include "model/fabric/raw-traffic.h"
-#include "run-context.h"
-#include "run-supervisor.h"
 
 #include "ns3/simulator.h"
 

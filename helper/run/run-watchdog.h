@@ -9,7 +9,7 @@
 #ifndef METAROCE_RUN_WATCHDOG_H
 #define METAROCE_RUN_WATCHDOG_H
 
-#include "fabric-helper.h"
+#include "helper/fabric-helper.h"
 
 #include "ns3/event-id.h"
 #include "ns3/nstime.h"

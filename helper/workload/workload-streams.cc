@@ -1,9 +1,9 @@
 // The streams workload: RDMA messages over QPs of a traffic pattern.
-#include "distributed-run.h"
+#include "helper/mpi/distributed-run.h"
+#include "helper/run/run-context.h"
+#include "helper/run/run-supervisor.h"
 #include "model/metaroce/metaroce-queue-pair.h"
 #include "model/workload/rdma-message-source.h"
-#include "run-context.h"
-#include "run-supervisor.h"
 
 #include "ns3/simulator.h"
 #include "ns3/uinteger.h"

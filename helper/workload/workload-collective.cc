@@ -1,8 +1,8 @@
 // Collective, job and trace workloads: NCCL collectives through Communicator.
-#include "distributed-run.h"
-#include "run-context.h"
-#include "run-supervisor.h"
-#include "trace-replay.h"
+#include "helper/mpi/distributed-run.h"
+#include "helper/run/run-context.h"
+#include "helper/run/run-supervisor.h"
+#include "helper/trace/trace-replay.h"
 
 #include "ns3/simulator.h"
 

@@ -1,7 +1,7 @@
-#include "trace-replay.h"
+#include "helper/trace/trace-replay.h"
 
+#include "helper/run/run-context.h"
 #include "model/core/fabric-random.h"
-#include "run-context.h"
 
 #include "ns3/simulator.h"
 

@@ -6,15 +6,15 @@
 #ifndef METAROCE_RUN_CONTEXT_H
 #define METAROCE_RUN_CONTEXT_H
 
-#include "distributed-run.h"
-#include "fabric-helper.h"
+#include "helper/fabric-helper.h"
+#include "helper/mpi/distributed-run.h"
+#include "helper/rdma-helper.h"
+#include "helper/run/progress-reporter.h"
+#include "helper/run/scenario-runner.h"
+#include "helper/scenario/scenario.h"
 #include "model/collective/communicator.h"
 #include "model/core/fabric-random.h"
 #include "model/transport/scale-up.h"
-#include "progress-reporter.h"
-#include "rdma-helper.h"
-#include "scenario-runner.h"
-#include "scenario.h"
 
 #include "ns3/config.h"
 #include "ns3/string.h"

@@ -1,4 +1,4 @@
-#include "json-reader.h"
+#include "helper/scenario/json-reader.h"
 
 #include <cerrno>
 #include <cmath>
