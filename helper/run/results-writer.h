@@ -7,7 +7,7 @@
 #ifndef METAROCE_RESULTS_WRITER_H
 #define METAROCE_RESULTS_WRITER_H
 
-#include "helper/run/scenario-runner.h"
+#include "helper/scenario/run-record.h"
 
 #include <ostream>
 #include <string>

@@ -1,7 +1,7 @@
 #include "helper/scenario/scenario.h"
 
-#include "helper/run/scenario-runner.h"
 #include "helper/scenario/json-reader.h"
+#include "helper/scenario/result-columns.h"
 #include "helper/trace/trace-replay.h"
 #include "model/collective/communicator.h"
 

@@ -9,8 +9,8 @@
 #ifndef METAROCE_TRACE_REPLAY_H
 #define METAROCE_TRACE_REPLAY_H
 
-#include "helper/run/scenario-runner.h"
 #include "helper/scenario/json-reader.h"
+#include "helper/scenario/run-record.h"
 #include "helper/scenario/scenario.h"
 #include "helper/trace/trace-import.h"
 #include "model/collective/communicator.h"
