@@ -247,7 +247,7 @@ ParseStreams(const JsonReader& w, const TopologySpec& topo)
     StreamsWorkloadSpec s;
     s.who = ParsePattern(w, topo);
     s.qpsPerFlow = static_cast<uint32_t>(w.UInt("qps_per_flow", 1, 1, 4096));
-    s.messageBytes = w.UInt("message_bytes", 0, 0xffffffffULL);
+    s.messageBytes = w.UInt("message_bytes", 1, 0xffffffffULL);
     s.messagesPerQp = w.UInt("messages_per_qp", 1, 1, 1ULL << 32);
     s.outstandingPerQp = static_cast<uint32_t>(w.UInt("outstanding_per_qp", 1, 1, 4096));
     s.streamsPerQp = static_cast<uint32_t>(w.UInt("streams_per_qp", 1, 1, 65535));

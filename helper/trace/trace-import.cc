@@ -166,6 +166,21 @@ CheckedMul(uint64_t a, uint64_t b, const std::string& where)
     return a * b;
 }
 
+/// One collective's bytes, elements x element size, within what a scenario may give a
+/// collective (sizes_bytes, a job phase's bytes: 1 TiB), so the plan's counts stay in range.
+uint64_t
+CollectiveBytes(uint64_t elems, uint64_t esize, const std::string& where)
+{
+    constexpr uint64_t kMax = uint64_t{1} << 40;
+    const uint64_t bytes = CheckedMul(elems, esize, where);
+    if (bytes > kMax)
+    {
+        throw InputError(where + ": " + std::to_string(bytes) +
+                         " bytes in one collective, more than 1 TiB (the bound of sizes_bytes)");
+    }
+    return bytes;
+}
+
 /// "[0, 1, 2]" (or a JSON array) into numbers; false if it is not such a list.
 bool
 ParseIntList(const nlohmann::json& v, std::vector<uint64_t>& out)
@@ -468,7 +483,7 @@ ImportProfiler(const std::string& file, const std::string& text, TraceJob& job, 
         op.kind = kind;
         op.source = at;
         uint64_t elems = kind == "allgather" || kind == "reducescatter" ? std::max(in, out) : in;
-        op.bytes = CheckedMul(elems, esize, at + ": args.\"In msg nelems\"");
+        op.bytes = CollectiveBytes(elems, esize, at + ": args.\"In msg nelems\"");
         if (kind == "alltoall")
         {
             for (auto [key, dst] : {std::make_pair("In split size", &op.inSplits),
@@ -906,7 +921,7 @@ ImportNcclLog(const std::string& file, const std::string& text, const TraceImpor
             uint64_t elems = c.op.kind == "allgather" || c.op.kind == "reducescatter"
                                  ? CheckedMul(c.perRankCount, n, c.at + ": count")
                                  : c.perRankCount;
-            c.op.bytes = CheckedMul(elems, c.esize, c.at + ": count");
+            c.op.bytes = CollectiveBytes(elems, c.esize, c.at + ": count");
             if (n == world)
             {
                 std::string key =
