@@ -361,6 +361,35 @@ def emit_jobs():
           f"job line after a rebuild: {r.returncode} {r.stderr}")
 
 
+# --- Shell metacharacters in every emitted path stay text: the job lines (run by a shell)
+# and the Slurm script (no eval) run the points and nothing else.
+def emit_jobs_quoting():
+    nasty = "o5 $(touch PWNED1) `touch PWNED2` 'q\" ; touch PWNED3 &"
+    base = os.path.join(tmp, "quoting")
+    os.makedirs(base)
+    eo = os.path.join(base, nasty)
+    jobs = os.path.join(base, nasty + " jobs.txt")
+    grid = ("--grid", "fake.tag=1,2")
+    r = fake_sweep(eo, *grid, "--emit-jobs", jobs)
+    check(r.returncode == 0, f"--emit-jobs into {nasty!r}: {r.stderr}")
+    lines = open(jobs).read().splitlines() if os.path.exists(jobs) else []
+    if lines:
+        r = subprocess.run(lines[0], shell=True, cwd=base, capture_output=True, text=True,
+                           timeout=60)
+        check(r.returncode == 0, f"quoted job line: exit {r.returncode} {r.stderr}")
+        r = subprocess.run(["bash", jobs + ".sbatch"], cwd=base, capture_output=True,
+                           text=True, timeout=60, env=dict(os.environ, SLURM_ARRAY_TASK_ID="2"))
+        check(r.returncode == 0, f"quoted sbatch task 2: exit {r.returncode} {r.stderr}")
+    pwned = [n for n in os.listdir(base) if n.startswith("PWNED")] + \
+        [n for n in os.listdir(os.getcwd()) if n.startswith("PWNED")]
+    check(not pwned, f"a path's shell text ran: {pwned}")
+    r = fake_sweep(eo, *grid)
+    check(r.returncode == 0 and "2 already done, running 0" in r.stderr,
+          f"after the quoted line and task: {r.stderr}")
+    r = fake_sweep(os.path.join(base, "a\nb"), *grid, "--emit-jobs", jobs)
+    check(r.returncode == 2 and "line break" in r.stderr, f"--out with a newline: {r.stderr}")
+
+
 # --- Bad input: exit 2, nothing written, nothing run.
 def bad_input():
     bad = os.path.join(tmp, "bad")
@@ -382,7 +411,7 @@ def bad_input():
 try:
     setup()
     for section in (grid_and_resume, damaged_outputs, point_id, column_union,
-                    runs_die_with_sweep, exit_statuses, emit_jobs, bad_input):
+                    runs_die_with_sweep, exit_statuses, emit_jobs, emit_jobs_quoting, bad_input):
         try:
             section()
         except Exception as e:  # one broken section does not hide the others' results
