@@ -471,6 +471,35 @@ if os.path.exists(o):
     os.remove(o)
     os.remove(o[:-5] + ".csv")
 
+# A file named by mistake where JSON or a trace belongs (a key or password file): exit 2 naming
+# the file and the position, never a word of its content.
+with tempfile.TemporaryDirectory() as tmp:
+    secret = os.path.join(tmp, "credentials")
+    with open(secret, "w") as f:
+        f.write('"S3CRET-user admin:S3CRET-password" S3CRET-more\nS3CRET line two\n')
+    half = os.path.join(tmp, "half.json")
+    with open(half, "w") as f:
+        f.write('{"name": "x", "topology": "S3CRET-t" S3CRETkey }')
+    topo = os.path.join(ROOT, "topologies", "fpf-8plane-64.json")
+    docs = {
+        "scenario": None,
+        "half scenario": None,
+        "topology": {"name": "x", "topology": secret, "seed": 1, "duration_us": 10,
+                     "workload": {"kind": "raw", "pattern": "pairs"}},
+        "job": {"name": "x", "topology": topo, "seed": 1, "duration_us": 10,
+                "workload": {"kind": "job", "job": secret}},
+    }
+    for fmt in ("auto", "pytorch-profiler", "nccl-log"):
+        docs[f"trace {fmt}"] = {"name": "x", "topology": topo, "seed": 1, "duration_us": 10,
+                                "transport": {"kind": "metaroce"},
+                                "workload": {"kind": "trace", "file": secret, "format": fmt}}
+    for what, doc in docs.items():
+        path = secret if what == "scenario" else half if what == "half scenario" else \
+            write(tmp, "s.json", doc)
+        r = run([path, "--quiet"])
+        check(r.returncode == 2 and "S3CRET" not in r.stderr + r.stdout,
+              f"{what} not JSON: exit {r.returncode}, message {r.stderr.strip()!r}")
+
 # Loss bursts: a loss fault holds from at_us until until_us (without them, from the start to
 # the end, as before); where loss faults overlap, the later one in the file applies. Raw
 # traffic on the lab for 40 us; 100% loss leaves nothing, so the delivery ratio reads the time

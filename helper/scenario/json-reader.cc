@@ -166,15 +166,30 @@ ParseJson(const std::string& text, const std::string& at, const std::string& fil
     }
     catch (const nlohmann::json::exception& e)
     {
-        // Drop nlohmann's "[json.exception.parse_error.101] " tag.
-        std::string what = e.what();
-        auto tag = what.find("] ");
-        if (what.rfind("[json.exception.", 0) == 0 && tag != std::string::npos)
-        {
-            what = what.substr(tag + 2);
-        }
-        throw InputError(where() + ": not valid JSON" + in + ": " + what);
+        throw InputError(where() + ": not valid JSON" + in + ": " + JsonErrorText(e));
     }
+}
+
+std::string
+JsonErrorText(const nlohmann::json::exception& e)
+{
+    // Drop nlohmann's "[json.exception.parse_error.101] " tag, and the text it quotes from the
+    // input ("; last read: '...'"): a file named by mistake (a key file, a password file)
+    // must not be echoed.
+    std::string what = e.what();
+    auto tag = what.find("] ");
+    if (what.rfind("[json.exception.", 0) == 0 && tag != std::string::npos)
+    {
+        what = what.substr(tag + 2);
+    }
+    auto read = what.find("; last read: ");
+    if (read != std::string::npos)
+    {
+        auto expected = what.find("'; expected ", read);
+        what =
+            what.substr(0, read) + (expected == std::string::npos ? "" : what.substr(expected + 1));
+    }
+    return what;
 }
 
 JsonReader::JsonReader(const nlohmann::json& j, std::string path)

@@ -19,6 +19,10 @@ namespace ns3
 namespace metaroce
 {
 
+/// A JSON library error as one line for the user: position and reason, never the input's
+/// text (nlohmann quotes the last token it read).
+std::string JsonErrorText(const nlohmann::json::exception& e);
+
 /// Bad user input: the message names the key; programs exit with status 2.
 class InputError : public std::runtime_error
 {

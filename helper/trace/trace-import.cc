@@ -359,7 +359,7 @@ ImportProfiler(const std::string& file, const std::string& text, TraceJob& job, 
     }
     catch (const nlohmann::json::exception& e)
     {
-        throw InputError(file + ": not a PyTorch profiler trace (JSON): " + e.what());
+        throw InputError(file + ": not a PyTorch profiler trace (JSON): " + JsonErrorText(e));
     }
     if (!sawEvents)
     {
