@@ -63,15 +63,21 @@ Fabric::EnablePcap(const std::string& prefix, Ptr<FabricNetDevice> port, uint32_
     NS_ABORT_MSG_IF(!port->GetNode(), "EnablePcap: the port belongs to no node");
     std::ostringstream name;
     name << prefix << "-" << port->GetNode()->GetId() << "-" << port->GetIfIndex() << ".pcap";
+    EnablePcapFile(name.str(), port, snapLen);
+    return name.str();
+}
+
+void
+Fabric::EnablePcapFile(const std::string& path, Ptr<FabricNetDevice> port, uint32_t snapLen)
+{
     Ptr<PcapFileWrapper> file =
-        PcapHelper().CreateFile(name.str(), std::ios::out, PcapHelper::DLT_EN10MB, snapLen);
+        PcapHelper().CreateFile(path, std::ios::out, PcapHelper::DLT_EN10MB, snapLen);
     // A link is point to point: what the peer sends is what this port receives.
     port->TraceConnectWithoutContext("Sniffer", MakeBoundCallback(&WritePcap, file));
     if (FabricNetDevice* peer = port->GetPeer())
     {
         peer->TraceConnectWithoutContext("Sniffer", MakeBoundCallback(&WritePcap, file));
     }
-    return name.str();
 }
 
 std::string

@@ -84,6 +84,9 @@ class Fabric
      */
     static std::string EnablePcap(const std::string& prefix, Ptr<FabricNetDevice> port,
                                   uint32_t snapLen = 65535);
+    /// The same into the file `path` exactly (the caller has made sure it may be written).
+    static void EnablePcapFile(const std::string& path, Ptr<FabricNetDevice> port,
+                               uint32_t snapLen = 65535);
     /// The same for NIC `nic`'s port on `plane` (PREFIX-NIC-PLANE.pcap).
     std::string EnablePcap(const std::string& prefix, uint32_t nic, uint32_t plane,
                            uint32_t snapLen = 65535) const;

@@ -234,6 +234,51 @@ ParseArgs(int argc, char* argv[])
 
 } // namespace
 
+/// A name made safe to be one file name: letters, digits, '-', '.' and '_' (others become
+/// '_'), no leading '.', at most 64 characters.
+std::string
+SafeName(const std::string& s)
+{
+    std::string out = s.substr(0, 64);
+    for (char& c : out)
+    {
+        c = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
+    }
+    if (!out.empty() && out[0] == '.')
+    {
+        out[0] = '_';
+    }
+    return out;
+}
+
+/// The --pcap files of every run, OUT-VARIANT-NIC-PLANE.pcap (OUT: --out without .json; with
+/// no --out, the scenario's name made safe, in the working folder), as outputs of the set.
+void
+AddPcapFiles(const Options& opt, Scenario& sc, OutputFiles& outputs)
+{
+    std::string base = opt.out.empty() ? SafeName(sc.name) : opt.out;
+    if (base.empty())
+    {
+        base = "metaroce-sim";
+    }
+    if (!opt.out.empty() && base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0)
+    {
+        base.resize(base.size() - 5);
+    }
+    for (auto& r : sc.runs)
+    {
+        const std::string variant = SafeName(r.variant);
+        const std::string prefix = variant.empty() ? base : base + "-" + variant;
+        for (const auto& [nic, plane] : opt.pcap)
+        {
+            std::string path =
+                prefix + "-" + std::to_string(nic) + "-" + std::to_string(plane) + ".pcap";
+            outputs.AddStreamed(path, "--pcap");
+            r.pcapFiles.push_back({nic, plane, path});
+        }
+    }
+}
+
 int
 main(int argc, char* argv[])
 {
@@ -256,22 +301,18 @@ main(int argc, char* argv[])
                                      " NICs and " + std::to_string(r.topology.planes) + " planes");
                 }
             }
-            r.pcapPorts = opt.pcap;
-            std::string base = opt.out.empty() ? sc.name : opt.out;
-            if (base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0)
-            {
-                base.resize(base.size() - 5);
-            }
-            std::string variant = r.variant;
-            for (char& c : variant)
-            {
-                c = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
-            }
-            r.pcapPrefix = variant.empty() ? base : base + "-" + variant;
         }
         // Every output is proven writable before anything is simulated.
         outputs = OutputFiles(opt.out);
+        AddPcapFiles(opt, sc, outputs);
         outputs.Check();
+        for (auto& r : sc.runs)
+        {
+            for (auto& f : r.pcapFiles)
+            {
+                f.path = outputs.Open(f.path);
+            }
+        }
     }
     catch (const InputError& e)
     {
@@ -428,7 +469,10 @@ main(int argc, char* argv[])
             outputs.Add(outputs.CsvPath("-paths"), PathsCsv(records));
             outputs.Add(outputs.CsvPath("-flows"), FlowsCsv(records));
             outputs.Add(outputs.CsvPath("-timeseries"), TimeseriesCsv(records));
-            outputs.Commit();
+        }
+        if (writer)
+        {
+            outputs.Commit(); // the results and the pcap files, all or none
         }
         // Unfinished work is never silent: one line per run, and its own exit status.
         bool unexpected = false;

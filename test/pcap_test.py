@@ -63,6 +63,61 @@ with tempfile.TemporaryDirectory() as tmp:
         check(r.returncode == 2 and "--pcap" in r.stderr,
               f"--pcap {bad}: exit 2 naming --pcap (got {r.returncode}: {r.stderr.strip()[:120]})")
 
+# Every pcap file is as safe as --out: a link, a FIFO or a folder where one goes is refused
+# before anything runs (the link's target untouched), a name from the scenario never leaves
+# the working folder, a name too long is refused up front, and a failed run leaves no file.
+with tempfile.TemporaryDirectory() as tmp:
+    base = ["--variant", "metaroce 1 MiB", "--set", "workload.messages_per_qp=1",
+            "--pcap", "0:3", "--quiet"]
+    out = os.path.join(tmp, "lab.json")
+    pcap = os.path.join(tmp, "lab-metaroce_1_MiB-0-3.pcap")
+    target = os.path.join(tmp, "precious")
+    with open(target, "w") as f:
+        f.write("keep me")
+    os.symlink(target, pcap)
+    r = subprocess.run([sim, scenario, "--out", out] + base, cwd=src, capture_output=True,
+                       text=True, timeout=60)
+    check(r.returncode == 2 and "--pcap" in r.stderr and "symbolic link" in r.stderr,
+          f"pcap path a symlink: exit {r.returncode}: {r.stderr.strip()[:200]}")
+    check(open(target).read() == "keep me", "the symlink's target is untouched")
+    check(not os.path.exists(out), "nothing written when a pcap path is refused")
+    os.unlink(pcap)
+    os.mkfifo(pcap)
+    r = subprocess.run([sim, scenario, "--out", out] + base, cwd=src, capture_output=True,
+                       text=True, timeout=60)
+    check(r.returncode == 2 and "not a regular file" in r.stderr,
+          f"pcap path a FIFO: exit {r.returncode}: {r.stderr.strip()[:200]}")
+    os.unlink(pcap)
+    long_out = os.path.join(tmp, "x" * 240 + ".json")
+    r = subprocess.run([sim, scenario, "--out", long_out] + base, cwd=src, capture_output=True,
+                       text=True, timeout=60)
+    check(r.returncode == 2 and "too long" in r.stderr,
+          f"pcap name too long: exit {r.returncode}: {r.stderr.strip()[:200]}")
+    # Without --out: the scenario's name, made safe, in the working folder.
+    import json
+    with open(scenario) as f:
+        doc = json.load(f)
+    doc["name"] = "../../escape/" + "y" * 300
+    doc["topology"] = os.path.join(src, doc["topology"])
+    work = os.path.join(tmp, "work")
+    os.makedirs(work)
+    scen = os.path.join(tmp, "s.json")
+    with open(scen, "w") as f:
+        json.dump(doc, f)
+    r = subprocess.run([sim, scen] + base, cwd=work, capture_output=True, text=True, timeout=120)
+    made = sorted(os.listdir(work))
+    check(r.returncode == 0 and len(made) == 1 and made[0].endswith("-0-3.pcap") and
+          "/" not in made[0] and not made[0].startswith("."),
+          f"no --out: {made} in the working folder (exit {r.returncode}: {r.stderr[-200:]})")
+    check(not os.path.exists(os.path.join(tmp, "escape")), "nothing outside the working folder")
+    # Bad input after the check (a variant that does not exist) and a run that fails leave no
+    # pcap file and no temporary behind.
+    r = subprocess.run([sim, scenario, "--out", out] + base[:2] + ["--set", "workload.nope=1",
+                       "--pcap", "0:3", "--quiet"], cwd=src, capture_output=True, text=True)
+    check(r.returncode == 2 and os.listdir(tmp) == [x for x in os.listdir(tmp)
+                                                     if x in ("precious", "work", "s.json")],
+          f"bad input with --pcap leaves nothing: {os.listdir(tmp)}")
+
 if failures:
     print(f"{len(failures)} check(s) failed")
     sys.exit(1)

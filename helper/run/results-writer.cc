@@ -2,6 +2,7 @@
 
 #include "helper/scenario/json-reader.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -316,60 +317,124 @@ OutputFiles::AllPaths() const
     return {m_json, CsvPath(), CsvPath("-paths"), CsvPath("-flows"), CsvPath("-timeseries")};
 }
 
-void
-OutputFiles::Check() const
+OutputFiles::~OutputFiles()
 {
-    if (m_json.empty())
+    for (const auto& f : m_streamed)
     {
-        return;
-    }
-    auto refuse = [&](const std::string& path, const std::string& why)
-    { throw InputError("--out: '" + path + "' " + why); };
-    if (m_json.back() == '/')
-    {
-        refuse(m_json, "names a folder, not a file");
-    }
-    for (const auto& path : AllPaths())
-    {
-        if (BaseOf(path).size() + kTemporaryExtra > NAME_MAX)
+        if (!f.temp.empty())
         {
-            refuse(path, "has a name too long to write (at most " +
-                             std::to_string(NAME_MAX - kTemporaryExtra) + " characters)");
-        }
-        struct stat st;
-        if (lstat(path.c_str(), &st) == 0)
-        {
-            if (S_ISLNK(st.st_mode))
-            {
-                refuse(path, "is a symbolic link (results are not written through links)");
-            }
-            if (!S_ISREG(st.st_mode))
-            {
-                refuse(path, std::string("exists and is not a regular file (") +
-                                 (S_ISDIR(st.st_mode) ? "a folder" : "a device, pipe or socket") +
-                                 ")");
-            }
-        }
-        else if (errno != ENOENT)
-        {
-            refuse(path, std::string("cannot be used: ") + std::strerror(errno));
+            unlink(f.temp.c_str());
         }
     }
-    std::string dir = FolderOf(m_json);
+}
+
+OutputFiles&
+OutputFiles::operator=(OutputFiles&& o) noexcept
+{
+    std::swap(m_json, o.m_json);
+    std::swap(m_files, o.m_files);
+    std::swap(m_streamed, o.m_streamed);
+    return *this;
+}
+
+void
+OutputFiles::CheckPath(const std::string& path, const std::string& option)
+{
+    auto refuse = [&](const std::string& why)
+    { throw InputError(option + ": '" + path + "' " + why); };
+    if (path.empty() || path.back() == '/')
+    {
+        refuse("names a folder, not a file");
+    }
+    if (BaseOf(path).size() + kTemporaryExtra > NAME_MAX)
+    {
+        refuse("has a name too long to write (at most " +
+               std::to_string(NAME_MAX - kTemporaryExtra) + " characters)");
+    }
     struct stat st;
-    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    if (lstat(path.c_str(), &st) == 0)
     {
-        throw InputError("--out: folder '" + dir + "' does not exist");
+        if (S_ISLNK(st.st_mode))
+        {
+            refuse("is a symbolic link (results are not written through links)");
+        }
+        if (!S_ISREG(st.st_mode))
+        {
+            refuse(std::string("exists and is not a regular file (") +
+                   (S_ISDIR(st.st_mode) ? "a folder" : "a device, pipe or socket") + ")");
+        }
+    }
+    else if (errno != ENOENT)
+    {
+        refuse(std::string("cannot be used: ") + std::strerror(errno));
+    }
+    std::string dir = FolderOf(path);
+    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    {
+        throw InputError(option + ": folder '" + dir + "' does not exist");
     }
     // Whether files can be created there (permissions, read-only or pseudo file systems,
     // path length) is best proven by creating one.
-    auto [probe, fd] = MakeTemporary(m_json);
+    auto [probe, fd] = MakeTemporary(path);
     if (probe.empty())
     {
-        throw InputError("--out: cannot create files in '" + dir + "': " + std::strerror(fd));
+        throw InputError(option + ": cannot create files in '" + dir + "': " + std::strerror(fd));
     }
     close(fd);
     unlink(probe.c_str());
+}
+
+void
+OutputFiles::Check() const
+{
+    if (!m_json.empty())
+    {
+        for (const auto& path : AllPaths())
+        {
+            CheckPath(path, "--out");
+        }
+    }
+    for (const auto& f : m_streamed)
+    {
+        CheckPath(f.path, f.option);
+    }
+}
+
+void
+OutputFiles::AddStreamed(const std::string& path, const std::string& option)
+{
+    std::vector<std::string> taken = m_json.empty() ? std::vector<std::string>{} : AllPaths();
+    for (const auto& f : m_streamed)
+    {
+        taken.push_back(f.path);
+    }
+    if (std::find(taken.begin(), taken.end(), path) != taken.end())
+    {
+        throw InputError(option + ": '" + path + "' would be written twice (two variants or " +
+                         "ports give the same name)");
+    }
+    m_streamed.push_back({path, option, ""});
+}
+
+std::string
+OutputFiles::Open(const std::string& path)
+{
+    for (auto& f : m_streamed)
+    {
+        if (f.path == path && f.temp.empty())
+        {
+            auto [tmp, fd] = MakeTemporary(path);
+            if (tmp.empty())
+            {
+                throw std::runtime_error("cannot create a file beside '" + path +
+                                         "': " + std::strerror(fd));
+            }
+            close(fd);
+            f.temp = tmp;
+            return tmp;
+        }
+    }
+    throw std::logic_error("OutputFiles::Open: '" + path + "' is not a streamed output");
 }
 
 void
@@ -420,6 +485,16 @@ OutputFiles::Commit()
             int err = errno;
             cleanup();
             throw std::runtime_error("cannot write '" + tmp + "': " + std::strerror(err));
+        }
+    }
+    // Streamed files join the renames: all or none.
+    for (auto& f : m_streamed)
+    {
+        if (!f.temp.empty())
+        {
+            m_files.emplace_back(f.path, "");
+            temps.push_back(f.temp);
+            f.temp.clear();
         }
     }
     for (std::size_t i = 0; i < m_files.size(); ++i)

@@ -44,6 +44,11 @@ class OutputFiles
   public:
     /// jsonPath: the --out argument; "" writes nothing.
     explicit OutputFiles(std::string jsonPath);
+    /// Takes back the temporaries of streamed files never committed (a run that failed).
+    ~OutputFiles();
+    OutputFiles(const OutputFiles&) = delete;
+    OutputFiles& operator=(const OutputFiles&) = delete;
+    OutputFiles& operator=(OutputFiles&& o) noexcept;
     const std::string& JsonPath() const { return m_json; }
     /// FILE.csv for FILE.json (FILE.csv beside any other name); suffix "-paths" etc.
     std::string CsvPath(const std::string& suffix = "") const;
@@ -51,13 +56,29 @@ class OutputFiles
     void Check() const;
     /// Queues text for path (one of this set's paths); empty text writes no file.
     void Add(const std::string& path, std::string text);
+    /// A file a writer streams during the run (pcap): checked with the others by Check(),
+    /// written to the temporary Open() makes, put in place by Commit(). `option` names it
+    /// in errors. A path given twice is an InputError.
+    void AddStreamed(const std::string& path, const std::string& option);
+    /// Creates the temporary beside a streamed path (after Check()); returns its name.
+    std::string Open(const std::string& path);
     /// Writes every queued file (temporaries, then renames); throws std::runtime_error.
     void Commit();
 
   private:
+    struct Streamed
+    {
+        std::string path;
+        std::string option;
+        std::string temp;
+    };
+
     std::vector<std::string> AllPaths() const;
+    /// The checks of one output path (refused with option's name).
+    static void CheckPath(const std::string& path, const std::string& option);
     std::string m_json;
     std::vector<std::pair<std::string, std::string>> m_files;
+    std::vector<Streamed> m_streamed;
 };
 /// Prints the records as an aligned table of the chosen columns (metrics or counters).
 void PrintTable(std::ostream& os, const std::vector<RunRecord>& runs,

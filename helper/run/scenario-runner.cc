@@ -159,9 +159,9 @@ RunWorld(const RunSpec& spec, ProgressReporter& progress)
     double buildS = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     uint64_t buildRss = PeakRssBytes();
     ScheduleFaults(*fabric, spec.faults);
-    for (const auto& [nic, plane] : spec.pcapPorts)
+    for (const auto& f : spec.pcapFiles)
     {
-        fabric->EnablePcap(spec.pcapPrefix, nic, plane);
+        Fabric::EnablePcapFile(f.path, fabric->HostPort(f.nic, f.plane));
     }
 
     std::vector<RunRecord> recs(1);

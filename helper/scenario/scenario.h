@@ -168,8 +168,14 @@ struct RunSpec
     double maxWallS{0};           //!< wall-clock limit of the run (0: none; command line)
     /// Ports whose links are written to pcap files, as (NIC, plane), and the files' prefix
     /// (command line; see Fabric::EnablePcap).
-    std::vector<std::pair<uint32_t, uint32_t>> pcapPorts;
-    std::string pcapPrefix;
+    struct PcapFile
+    {
+        uint32_t nic{0};
+        uint32_t plane{0};
+        std::string path; //!< where the runner writes it (the output set's temporary)
+    };
+
+    std::vector<PcapFile> pcapFiles;
     nlohmann::json resolved; //!< the scenario JSON of this variant, topology inlined
 };
 
