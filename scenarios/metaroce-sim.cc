@@ -154,13 +154,13 @@ ParseArgs(int argc, char* argv[])
         {
             o.variants.push_back(a.substr(10));
         }
-        else if (a == "--out")
+        else if (a == "--out" || a.rfind("--out=", 0) == 0)
         {
-            o.out = value(a);
-        }
-        else if (a.rfind("--out=", 0) == 0)
-        {
-            o.out = a.substr(6);
+            o.out = a == "--out" ? value(a) : a.substr(6);
+            if (o.out.empty())
+            {
+                throw InputError("--out: an empty path names no file");
+            }
         }
         else if (a == "--max-wall-s" || a.rfind("--max-wall-s=", 0) == 0)
         {

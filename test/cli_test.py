@@ -471,6 +471,26 @@ if os.path.exists(o):
     os.remove(o)
     os.remove(o[:-5] + ".csv")
 
+# Smaller edges of the command line: an empty --out names no file (it ran and wrote nothing);
+# --max-memory of 2^64 - 1 is the largest limit, not "less than a byte"; a scenario that is a
+# FIFO nobody writes to is an error at once, not a hang.
+r = run([SCENARIO, "--out", "", "--quiet"])
+check(r.returncode == 2 and "--out" in r.stderr, f"--out '': exit {r.returncode}: {r.stderr}")
+r = run([SCENARIO, "--out=", "--quiet"])
+check(r.returncode == 2 and "--out" in r.stderr, f"--out=: exit {r.returncode}: {r.stderr}")
+r = run([SCENARIO, "--dry-run", "--max-memory", "18446744073709551615"])
+check(r.returncode == 0, f"--max-memory 2^64-1: exit {r.returncode}: {r.stderr}")
+r = run([SCENARIO, "--dry-run", "--max-memory", "1e30"])
+check(r.returncode == 2 and "--max-memory" in r.stderr, f"--max-memory 1e30: {r.stderr}")
+with tempfile.TemporaryDirectory() as tmp:
+    fifo = os.path.join(tmp, "fifo.json")
+    os.mkfifo(fifo)
+    try:
+        r = subprocess.run([SIM, fifo, "--quiet"], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 2 and "pipe" in r.stderr, f"FIFO scenario: {r.stderr.strip()}")
+    except subprocess.TimeoutExpired:
+        check(False, "a FIFO scenario with no writer hangs")
+
 # A file named by mistake where JSON or a trace belongs (a key or password file): exit 2 naming
 # the file and the position, never a word of its content.
 with tempfile.TemporaryDirectory() as tmp:

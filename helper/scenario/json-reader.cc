@@ -22,11 +22,14 @@ ReadTextFile(const std::string& path)
     }
     // POSIX calls rather than streams: each failure (a loop of symbolic links, a name too
     // long, no permission, a directory) comes back as an errno to report, not an exception.
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO no one writes to would wait forever; once open, reads
+    // block again (and a FIFO without a writer reads as empty at once).
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
     {
         throw InputError("cannot open file '" + path + "': " + std::strerror(errno));
     }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     struct Closer
     {
         int fd;
@@ -71,6 +74,10 @@ ReadTextFile(const std::string& path)
             throw InputError("cannot read file '" + path + "': larger than " +
                              std::to_string(kMaxInputFileBytes >> 20) + " MiB");
         }
+    }
+    if (text.empty() && S_ISFIFO(st.st_mode))
+    {
+        throw InputError("cannot read file '" + path + "': a pipe with nothing written to it");
     }
     return text;
 }

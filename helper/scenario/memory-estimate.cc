@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 namespace ns3
 {
@@ -673,11 +674,17 @@ ParseMemorySize(const std::string& text, const std::string& option)
         }
     }
     double v = std::stod(number) * scale;
-    if (!(v >= 1) || v > 1.8e19)
+    if (!(v >= 1))
     {
         throw InputError(option + ": '" + text + "' must be at least one byte");
     }
-    return static_cast<uint64_t>(v);
+    // 2^64 - 1 (no limit) and 2^64 are the same double: both mean the largest count.
+    constexpr double kTop = 18446744073709551616.0;
+    if (v > kTop)
+    {
+        throw InputError(option + ": '" + text + "' is more than 2^64 - 1 bytes");
+    }
+    return v == kTop ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(v);
 }
 
 MemoryLimit
