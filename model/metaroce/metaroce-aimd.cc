@@ -36,7 +36,7 @@ MetaRoceAimd::GetTypeId()
                           "Assumption: 0.2 (the talk names additive increase but not its size; "
                           "a fixed packet count makes a fast connection's recovery from a cut "
                           "take hundreds of RTTs, a rate-scaled step is what NSCC and "
-                          "high-speed TCP variants use; results/fidelity.md F1b has the sweep).",
+                          "high-speed TCP variants use; results/fidelity.md F6: with and without).",
                           DoubleValue(0.2), MakeDoubleAccessor(&MetaRoceAimd::m_aiBdp),
                           MakeDoubleChecker<double>(0.0, 1.0))
             .AddAttribute("EcnBeta",
