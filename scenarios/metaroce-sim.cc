@@ -427,16 +427,19 @@ main(int argc, char* argv[])
                 std::cout << j.dump(2) << "\n";
             }
         }
-        return 0;
     }
 
     // Refused before anything is built: a run that cannot fit would otherwise end minutes
-    // later in an allocation failure.
+    // later in an allocation failure. A dry run says so too, with the same status.
     const MemoryLimit limit = opt.memory.known ? opt.memory : AvailableMemory();
     if (std::string why = MemoryRefusal(sc.runs, limit); !why.empty())
     {
         std::cerr << "metaroce-sim: error: " << why << "\n";
         return 2;
+    }
+    if (opt.dryRun)
+    {
+        return 0;
     }
 
     try

@@ -340,12 +340,16 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 0, f"--dry-run exit {r.returncode}: {r.stderr}")
     check('"switches": 128' in r.stdout, "--dry-run reports the fabric's switch count")
 
-    # Every shipped scenario is valid (the bench's 100k job is only run with --large).
+    # Every shipped scenario is valid (the bench's 100k job is only run with --large). A dry
+    # run refuses what would not fit as the run does: the limit here is set above any.
+    r = run([SCENARIO, "--dry-run", "--max-memory", "1M"])
+    check(r.returncode == 2 and "nothing was run" in r.stderr,
+          f"--dry-run of a run that does not fit: exit {r.returncode}: {r.stderr.strip()}")
     for sub in ("", "bench"):
         d = os.path.join(ROOT, "scenarios", sub)
         for name in sorted(os.listdir(d)):
             if name.endswith(".json"):
-                r = run([os.path.join(d, name), "--dry-run"])
+                r = run([os.path.join(d, name), "--dry-run", "--max-memory", "1T"])
                 check(r.returncode == 0, f"{sub}/{name}: --dry-run exit {r.returncode}: {r.stderr}")
 
     # Same scenario and seed: byte-identical CSV, identical JSON but for the cost blocks.
