@@ -235,14 +235,15 @@ def column_union():
     check(r.returncode == 0, f"transport.kind grid: {r.stderr}")
     header, rows = table(os.path.join(tk, "sweep.csv"))
     check(all(len(row) == len(header) for row in rows), "rows and header differ in length")
-    union = {"transport.kind"}
+    union = {"transport.kind", "set"}
     expect = []
     for kind in ("metaroce", "rocev2"):
         meta = [json.load(open(m)) for m in point_files(tk, ".meta.json")]
         pid = [m["id"] for m in meta if m["inputs"]["grid"] == [["transport.kind", kind]]][0]
         h, rs = table(os.path.join(tk, "points", pid + ".csv"))
         union |= set(h)
-        expect += [dict(zip(h, row), **{"transport.kind": kind}) for row in rs]
+        expect += [dict(zip(h, row), **{"transport.kind": kind, "set": "workload.qps_per_flow=1"})
+                   for row in rs]
     check(set(header) == union and len(header) == len(union), f"header is not the union: {header}")
     got = [{c: v for c, v in zip(header, row) if v != ""} for row in rows]
     check(got == [{c: v for c, v in e.items() if v != ""} for e in expect],
@@ -250,10 +251,18 @@ def column_union():
     fc = os.path.join(tmp, "cols")
     r = fake_sweep(fc, "--grid", "fake.cols=a:b,c:b:d")
     header, rows = table(os.path.join(fc, "sweep.csv"))
-    check(header == ["fake.cols", "scenario", "variant", "a", "b", "c", "d"], f"union: {header}")
+    check(header == ["fake.cols", "set", "scenario", "variant", "a", "b", "c", "d"],
+          f"union: {header}")
     check(all(v == "" or v.startswith(c + ":")
-              for row in rows for c, v in zip(header[3:], row[3:])),
+              for row in rows for c, v in zip(header[4:], row[4:])),
           f"a value under another column: {rows}")
+    # The sweep's --set is a column: sweeps that differ only there give different rows.
+    fs = os.path.join(tmp, "sets")
+    r = fake_sweep(fs, "--grid", "fake.cols=a:b", "--set", "fake.sleep=0")
+    header, rows = table(os.path.join(fs, "sweep.csv"))
+    check(r.returncode == 0 and rows and all(row[header.index("set")] == "fake.sleep=0"
+                                             for row in rows),
+          f"--set column: {r.stderr} {header} {rows}")
 
 
 # --- The runs die with the sweep: kill -9, SIGTERM, SIGINT.
