@@ -100,5 +100,33 @@ with tempfile.TemporaryDirectory() as tmp:
             failures += 1
             print(f"FAIL: NCCL log count {count}: exit {r.returncode} (want {want}): "
                   f"{r.stderr.strip()[-300:]}")
+    # A gzip trace that is padded, cut off or damaged is an error naming the file, not a
+    # shorter trace (trailing garbage was accepted silently).
+    gz = os.path.join(ROOT, "scenarios", "traces", "allreduce-broadcast-2rank.pt.trace.json.gz")
+    with open(gz, "rb") as f:
+        data = f.read()
+    bad = bytearray(data)
+    bad[len(bad) // 2] ^= 0xFF
+    for what, blob, words in (("padded", data + b"garbage", "after the end"),
+                              ("cut off", data[:2000], "cut off"),
+                              ("damaged", bytes(bad), "not a valid gzip"),
+                              ("whole", data, None)):
+        t = os.path.join(tmp, "trace.json.gz")
+        with open(t, "wb") as f:
+            f.write(blob)
+        doc = {"name": "bounds", "topology": SMALL, "seed": 1, "duration_us": 10,
+               "transport": {"kind": "metaroce"},
+               "workload": {"kind": "trace", "file": t, "format": "pytorch-profiler"}}
+        path = os.path.join(tmp, "g.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        r = subprocess.run([SIM, path, "--dry-run"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+        runs += 1
+        ok = r.returncode == 0 if words is None else \
+            (r.returncode == 2 and words in r.stderr and t in r.stderr)
+        if not ok:
+            failures += 1
+            print(f"FAIL: gzip trace {what}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
 print(f"bounds: {runs} runs, {failures} failed")
 sys.exit(1 if failures else 0)

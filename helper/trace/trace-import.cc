@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -24,9 +26,9 @@ namespace
 /// Largest trace read, uncompressed: far above a real job's, and a bound on a gzip bomb.
 constexpr std::size_t kMaxTraceBytes = std::size_t{8} << 30;
 
-/// A file's contents, gunzipped if it is gzip (zlib reads plain files as they are).
+/// The whole file, at most `limit` bytes.
 std::string
-ReadMaybeGzip(const std::string& path)
+ReadRaw(const std::string& path, std::size_t limit)
 {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))
@@ -35,37 +37,95 @@ ReadMaybeGzip(const std::string& path)
             path + ": " +
             (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
     }
-    gzFile f = gzopen(path.c_str(), "rb");
+    std::FILE* f = std::fopen(path.c_str(), "rb");
     if (f == nullptr)
     {
         throw InputError(path + ": cannot open: " + std::strerror(errno));
     }
-    gzbuffer(f, 1 << 20);
     std::string out;
     std::vector<char> buf(1 << 20);
-    while (true)
+    std::size_t n = 0;
+    while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0)
     {
-        int n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()));
-        if (n < 0)
+        out.append(buf.data(), n);
+        if (out.size() > limit)
         {
-            int code = 0;
-            std::string why = gzerror(f, &code);
-            gzclose(f);
-            throw InputError(path + ": cannot read: " + why);
-        }
-        if (n == 0)
-        {
-            break;
-        }
-        out.append(buf.data(), static_cast<std::size_t>(n));
-        if (out.size() > kMaxTraceBytes)
-        {
-            gzclose(f);
-            throw InputError(path + ": larger than " + std::to_string(kMaxTraceBytes >> 30) +
-                             " GiB (uncompressed)");
+            std::fclose(f);
+            throw InputError(path + ": larger than " + std::to_string(limit >> 30) + " GiB");
         }
     }
-    gzclose(f);
+    const bool bad = std::ferror(f) != 0;
+    std::fclose(f);
+    if (bad)
+    {
+        throw InputError(path + ": cannot read: " + std::strerror(errno));
+    }
+    return out;
+}
+
+/// A file's contents, gunzipped if it starts as gzip: every member in turn, each checked
+/// (its CRC and length), and nothing after the last one. A damaged, cut-off or padded gzip
+/// is an error, not a shorter trace.
+std::string
+ReadMaybeGzip(const std::string& path)
+{
+    std::string raw = ReadRaw(path, kMaxTraceBytes);
+    auto gzipAt = [&raw](std::size_t i)
+    {
+        return i + 1 < raw.size() && static_cast<unsigned char>(raw[i]) == 0x1f &&
+               static_cast<unsigned char>(raw[i + 1]) == 0x8b;
+    };
+    if (!gzipAt(0))
+    {
+        return raw;
+    }
+    std::string out;
+    std::vector<char> buf(1 << 20);
+    std::size_t at = 0;
+    while (at < raw.size())
+    {
+        if (!gzipAt(at))
+        {
+            throw InputError(path + ": " + std::to_string(raw.size() - at) +
+                             " bytes after the end of the gzip data (a damaged or padded file)");
+        }
+        z_stream z{};
+        if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+        {
+            throw InputError(path + ": cannot start gunzip");
+        }
+        z.next_in = reinterpret_cast<Bytef*>(&raw[at]);
+        z.avail_in = static_cast<uInt>(std::min<std::size_t>(raw.size() - at, UINT_MAX));
+        int rc = Z_OK;
+        while (rc != Z_STREAM_END)
+        {
+            const std::size_t used = reinterpret_cast<char*>(z.next_in) - raw.data();
+            if (z.avail_in == 0 && used < raw.size())
+            {
+                z.avail_in = static_cast<uInt>(std::min<std::size_t>(raw.size() - used, UINT_MAX));
+            }
+            z.next_out = reinterpret_cast<Bytef*>(buf.data());
+            z.avail_out = static_cast<uInt>(buf.size());
+            rc = inflate(&z, Z_NO_FLUSH);
+            if (rc != Z_OK && rc != Z_STREAM_END)
+            {
+                const std::string why = rc == Z_BUF_ERROR  ? "cut off before its end"
+                                        : z.msg != nullptr ? z.msg
+                                                           : "damaged";
+                inflateEnd(&z);
+                throw InputError(path + ": not a valid gzip file: " + why);
+            }
+            out.append(buf.data(), buf.size() - z.avail_out);
+            if (out.size() > kMaxTraceBytes)
+            {
+                inflateEnd(&z);
+                throw InputError(path + ": larger than " + std::to_string(kMaxTraceBytes >> 30) +
+                                 " GiB (uncompressed)");
+            }
+        }
+        at = static_cast<std::size_t>(reinterpret_cast<char*>(z.next_in) - raw.data());
+        inflateEnd(&z);
+    }
     return out;
 }
 
