@@ -318,8 +318,10 @@ main(int argc, char* argv[])
     {
         if (ReportsInputErrors())
         {
-            std::cerr << "metaroce-sim: error: " << e.what() << "\n"
-                      << "(try --help)\n";
+            // One line, as the README promises; an option's error points at --help.
+            const std::string what = e.what();
+            std::cerr << "metaroce-sim: error: " << what
+                      << (what.rfind("-", 0) == 0 ? " (try --help)" : "") << "\n";
         }
         return 2;
     }

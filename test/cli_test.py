@@ -475,6 +475,13 @@ if os.path.exists(o):
     os.remove(o)
     os.remove(o[:-5] + ".csv")
 
+# A bad input's error is one line (the README's promise), an option's pointing at --help.
+r = run([SCENARIO, "--set", "topology.planes=0", "--quiet"])
+check(r.returncode == 2 and r.stderr.count("\n") == 1, f"bad input in one line: {r.stderr!r}")
+r = run([SCENARIO, "--bogus"])
+check(r.returncode == 2 and r.stderr.count("\n") == 1 and "--help" in r.stderr,
+      f"bad option in one line: {r.stderr!r}")
+
 # Smaller edges of the command line: an empty --out names no file (it ran and wrote nothing);
 # --max-memory of 2^64 - 1 is the largest limit, not "less than a byte"; a scenario that is a
 # FIFO nobody writes to is an error at once, not a hang.
