@@ -61,24 +61,21 @@ RdmaHelper::Connect(uint32_t a, uint32_t b, int32_t plane)
 {
     uint32_t planes = m_fabric.NumPlanes();
     uint32_t p = plane >= 0 ? static_cast<uint32_t>(plane) : m_nextPlane[a]++ % planes;
-    TypeId tid = m_qpFactory.GetTypeId();
-    TypeId::AttributeInformation info;
-    bool hasEntropy = tid.LookupAttributeByName("Entropy", &info);
+    // A pinned QP (RoCEv2) takes its one path's entropy from here; drawn for both ends on
+    // every process alike, whether or not the end is this process's.
+    const bool pinned = m_qpFactory.MakesPinned();
     Ptr<QueuePair> qa = !m_isLocal || m_isLocal(a) ? m_qpFactory.Create() : nullptr;
     Ptr<QueuePair> qb = !m_isLocal || m_isLocal(b) ? m_qpFactory.Create() : nullptr;
     for (auto& qp : {qa, qb})
     {
         // RoCE NICs derive the UDP source port from the QP: any value in the dynamic range.
-        const uint64_t entropy = hasEntropy ? 49152 + m_rng.Next() % 16384 : 0;
+        const uint64_t entropy = pinned ? 49152 + m_rng.Next() % 16384 : 0;
         if (!qp)
         {
             continue; // another process's end
         }
         qp->PinToPort(p);
-        if (hasEntropy)
-        {
-            qp->SetAttribute("Entropy", UintegerValue(entropy));
-        }
+        qp->SetEntropy(static_cast<uint16_t>(entropy));
     }
     uint32_t qpnA = qa ? m_nics[a]->AddQueuePair(qa) : m_nics[a]->ReserveQpn();
     uint32_t qpnB = qb ? m_nics[b]->AddQueuePair(qb) : m_nics[b]->ReserveQpn();

@@ -323,13 +323,13 @@ Communicator::OpenQp(Conn& c, uint32_t src, uint32_t dst, uint32_t i)
         }
         if (qa)
         {
-            qa->SetAttribute("Entropy",
-                             UintegerValue(49152 + (src * 7919 + dst * 104729 + i * 31) % 16384));
+            qa->SetEntropy(
+                static_cast<uint16_t>(49152 + (src * 7919 + dst * 104729 + i * 31) % 16384));
         }
         if (qb)
         {
-            qb->SetAttribute("Entropy",
-                             UintegerValue(49152 + (dst * 7919 + src * 104729 + i * 31) % 16384));
+            qb->SetEntropy(
+                static_cast<uint16_t>(49152 + (dst * 7919 + src * 104729 + i * 31) % 16384));
         }
     }
     QpPair& p = c.Slot(i);

@@ -44,6 +44,7 @@ class RoceV2QueuePair : public QueuePair
 
     uint32_t GetPort() const { return m_port; }
     uint16_t GetEntropy() const { return m_entropy; }
+    void SetEntropy(uint16_t entropy) override { m_entropy = entropy; }
     /// DCQCN's current rate; 0 while the QP holds no sender state (never sent, or released).
     double GetRateBps() const { return m_tx ? m_tx->cc.rateBps : 0; }
     Ptr<RdmaCongestionOps> GetCongestionControl() const { return m_tx ? m_tx->ccOps : nullptr; }

@@ -97,6 +97,16 @@ QueuePairFactory::Set(const std::string& name, const AttributeValue& value)
     m_proto = nullptr;
 }
 
+bool
+QueuePairFactory::MakesPinned() const
+{
+    if (!m_proto)
+    {
+        Create(); // makes the prototype
+    }
+    return m_proto->IsPinned();
+}
+
 Ptr<QueuePair>
 QueuePairFactory::Create() const
 {

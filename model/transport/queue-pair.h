@@ -118,6 +118,9 @@ class QueuePair : public Object
     virtual bool IsPinned() const { return false; }
     /// Pins a pinned QP to `port`; nothing for the others.
     virtual void PinToPort(uint32_t port) {}
+    /// A pinned QP's one ECMP path: its UDP source port; nothing for the others, which pick
+    /// their paths' entropies themselves.
+    virtual void SetEntropy(uint16_t entropy) {}
     /// The congestion control a QP forks at start (a prototype shared by the clones of one
     /// factory; without it each QP builds its own from its CongestionControl type).
     void SetCongestionPrototype(Ptr<RdmaCongestionOps> proto) { m_ccProto = proto; }
@@ -428,6 +431,8 @@ class QueuePairFactory
     void Set(const std::string& name, const AttributeValue& value);
     TypeId GetTypeId() const { return m_factory.GetTypeId(); }
     Ptr<QueuePair> Create() const;
+    /// Whether the factory's QPs are pinned (QueuePair::IsPinned), known without making one.
+    bool MakesPinned() const;
 
   private:
     ObjectFactory m_factory;
