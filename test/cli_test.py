@@ -482,6 +482,16 @@ r = run([SCENARIO, "--bogus"])
 check(r.returncode == 2 and r.stderr.count("\n") == 1 and "--help" in r.stderr,
       f"bad option in one line: {r.stderr!r}")
 
+# The address-space limit (ulimit -v) is a memory limit too: a run that fits in free memory
+# but not in what the limit leaves is refused before it is built, naming the limit.
+import resource
+big = os.path.join(ROOT, "scenarios", "bench", "case3-allreduce-8k.json")
+r = subprocess.run([SIM, big, "--dry-run", "--quiet"], capture_output=True, text=True,
+                   timeout=120, preexec_fn=lambda: resource.setrlimit(
+                       resource.RLIMIT_AS, (1500 << 20, 1500 << 20)))
+check(r.returncode == 2 and "ulimit -v" in r.stderr,
+      f"ulimit -v below the estimate: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+
 # Smaller edges of the command line: an empty --out names no file (it ran and wrote nothing);
 # --max-memory of 2^64 - 1 is the largest limit, not "less than a byte"; a scenario that is a
 # FIFO nobody writes to is an error at once, not a hang.

@@ -12,8 +12,10 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <sys/resource.h>
 
 namespace ns3
 {
@@ -704,6 +706,32 @@ AvailableMemory()
             l.source = "MemAvailable in /proc/meminfo";
             l.known = true;
             break;
+        }
+    }
+    // The address-space limit (ulimit -v) binds first when what is left of it is smaller:
+    // an allocation past it fails however much memory is free.
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    {
+        uint64_t mapped = 0;
+        std::ifstream status("/proc/self/status");
+        std::string line;
+        while (std::getline(status, line))
+        {
+            if (line.rfind("VmSize:", 0) == 0)
+            {
+                mapped = std::strtoull(line.c_str() + 7, nullptr, 10) * 1024;
+                break;
+            }
+        }
+        const uint64_t cap = static_cast<uint64_t>(as.rlim_cur);
+        const uint64_t left = cap > mapped ? cap - mapped : 0;
+        if (!l.known || left < l.bytes)
+        {
+            l.bytes = left;
+            l.source = "the address-space limit (ulimit -v) less the " +
+                       std::to_string(mapped >> 20) + " MiB already mapped";
+            l.known = true;
         }
     }
     return l;

@@ -60,7 +60,8 @@ struct MemoryLimit
     bool known{false};  //!< false: no limit could be found (nothing is refused)
 };
 
-/// MemAvailable from /proc/meminfo, or unknown.
+/// MemAvailable from /proc/meminfo, or what the address-space limit (ulimit -v) leaves if
+/// that is less; unknown if neither is known.
 MemoryLimit AvailableMemory();
 
 /// The one-line reason the runs cannot fit under `limit`, or "" if they can. Variants run one
