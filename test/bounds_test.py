@@ -48,6 +48,20 @@ def set_key(w, key, v):
         w[last] = v
 
 
+
+
+def replay(tmp, trace, fmt, *args):
+    """metaroce-sim on a scenario replaying `trace` for 20 us on the 64-NIC fabric."""
+    doc = {"name": "bounds", "topology": SMALL, "seed": 1, "duration_us": 20,
+           "transport": {"kind": "metaroce"},
+           "workload": {"kind": "trace", "file": trace, "format": fmt}}
+    path = os.path.join(tmp, "trace-scenario.json")
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return subprocess.run([SIM, path, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
 failures = 0
 runs = 0
 with tempfile.TemporaryDirectory() as tmp:
@@ -86,14 +100,7 @@ with tempfile.TemporaryDirectory() as tmp:
         t = os.path.join(tmp, f"count-{count}.nccl.log")
         with open(t, "w") as f:
             f.write(text.replace("count 262144", f"count {count}"))
-        doc = {"name": "bounds", "topology": SMALL, "seed": 1, "duration_us": 20,
-               "transport": {"kind": "metaroce"},
-               "workload": {"kind": "trace", "file": t, "format": "nccl-log"}}
-        path = os.path.join(tmp, "t.json")
-        with open(path, "w") as f:
-            json.dump(doc, f)
-        r = subprocess.run([SIM, path, "--quiet", "--out", os.path.join(tmp, "t-out.json")],
-                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+        r = replay(tmp, t, "nccl-log", "--quiet", "--out", os.path.join(tmp, "t-out.json"))
         runs += 1
         named = want != 2 or "count" in r.stderr
         if r.returncode != want or not named:
@@ -114,14 +121,7 @@ with tempfile.TemporaryDirectory() as tmp:
         t = os.path.join(tmp, "trace.json.gz")
         with open(t, "wb") as f:
             f.write(blob)
-        doc = {"name": "bounds", "topology": SMALL, "seed": 1, "duration_us": 10,
-               "transport": {"kind": "metaroce"},
-               "workload": {"kind": "trace", "file": t, "format": "pytorch-profiler"}}
-        path = os.path.join(tmp, "g.json")
-        with open(path, "w") as f:
-            json.dump(doc, f)
-        r = subprocess.run([SIM, path, "--dry-run"], cwd=ROOT, capture_output=True, text=True,
-                           timeout=120)
+        r = replay(tmp, t, "pytorch-profiler", "--dry-run")
         runs += 1
         ok = r.returncode == 0 if words is None else \
             (r.returncode == 2 and words in r.stderr and t in r.stderr)
