@@ -338,7 +338,8 @@ OutputFiles::operator=(OutputFiles&& o) noexcept
 }
 
 void
-OutputFiles::CheckPath(const std::string& path, const std::string& option)
+OutputFiles::CheckPath(const std::string& path, const std::string& option,
+                       std::set<std::string>& probed)
 {
     auto refuse = [&](const std::string& why)
     { throw InputError(option + ": '" + path + "' " + why); };
@@ -373,6 +374,10 @@ OutputFiles::CheckPath(const std::string& path, const std::string& option)
     {
         throw InputError(option + ": folder '" + dir + "' does not exist");
     }
+    if (!probed.insert(dir).second)
+    {
+        return; // this folder was proven writable already
+    }
     // Whether files can be created there (permissions, read-only or pseudo file systems,
     // path length) is best proven by creating one.
     auto [probe, fd] = MakeTemporary(path);
@@ -387,16 +392,17 @@ OutputFiles::CheckPath(const std::string& path, const std::string& option)
 void
 OutputFiles::Check() const
 {
+    std::set<std::string> probed;
     if (!m_json.empty())
     {
         for (const auto& path : AllPaths())
         {
-            CheckPath(path, "--out");
+            CheckPath(path, "--out", probed);
         }
     }
     for (const auto& f : m_streamed)
     {
-        CheckPath(f.path, f.option);
+        CheckPath(f.path, f.option, probed);
     }
 }
 

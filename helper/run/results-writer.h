@@ -10,6 +10,7 @@
 #include "helper/scenario/run-record.h"
 
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -74,8 +75,10 @@ class OutputFiles
     };
 
     std::vector<std::string> AllPaths() const;
-    /// The checks of one output path (refused with option's name).
-    static void CheckPath(const std::string& path, const std::string& option);
+    /// The checks of one output path (refused with option's name); its folder is proven
+    /// writable once, then noted in `probed`.
+    static void CheckPath(const std::string& path, const std::string& option,
+                          std::set<std::string>& probed);
     std::string m_json;
     std::vector<std::pair<std::string, std::string>> m_files;
     std::vector<Streamed> m_streamed;

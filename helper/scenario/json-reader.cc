@@ -14,7 +14,7 @@ namespace metaroce
 {
 
 std::string
-ReadTextFile(const std::string& path)
+ReadTextFile(const std::string& path, std::size_t limit)
 {
     if (path.find('\0') != std::string::npos)
     {
@@ -69,10 +69,10 @@ ReadTextFile(const std::string& path)
             break;
         }
         text.append(buf, static_cast<std::size_t>(n));
-        if (text.size() > kMaxInputFileBytes)
+        if (text.size() > limit)
         {
             throw InputError("cannot read file '" + path + "': larger than " +
-                             std::to_string(kMaxInputFileBytes >> 20) + " MiB");
+                             std::to_string(limit >> 20) + " MiB");
         }
     }
     if (text.empty() && S_ISFIFO(st.st_mode))

@@ -68,9 +68,9 @@ class JsonTooDeep : public InputError
     using InputError::InputError;
 };
 
-/// The contents of a file; a missing, unreadable or oversized file, or a directory, is an
-/// InputError naming the path and the reason.
-std::string ReadTextFile(const std::string& path);
+/// The contents of a file; a missing, unreadable or oversized (above `limit` bytes) file, or
+/// a directory, is an InputError naming the path and the reason.
+std::string ReadTextFile(const std::string& path, std::size_t limit = kMaxInputFileBytes);
 
 /// Parses JSON text. `at` is the key path at which the document sits ("" for a file's root)
 /// and `file` the file it came from ("": none); a syntax error or a number out of range is

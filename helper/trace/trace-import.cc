@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -26,9 +25,11 @@ namespace
 /// Largest trace read, uncompressed: far above a real job's, and a bound on a gzip bomb.
 constexpr std::size_t kMaxTraceBytes = std::size_t{8} << 30;
 
-/// The whole file, at most `limit` bytes.
+/// A file's contents, gunzipped if it starts as gzip: every member in turn, each checked
+/// (its CRC and length), and nothing after the last one. A damaged, cut-off or padded gzip
+/// is an error, not a shorter trace.
 std::string
-ReadRaw(const std::string& path, std::size_t limit)
+ReadMaybeGzip(const std::string& path)
 {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))
@@ -37,39 +38,7 @@ ReadRaw(const std::string& path, std::size_t limit)
             path + ": " +
             (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
     }
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr)
-    {
-        throw InputError(path + ": cannot open: " + std::strerror(errno));
-    }
-    std::string out;
-    std::vector<char> buf(1 << 20);
-    std::size_t n = 0;
-    while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0)
-    {
-        out.append(buf.data(), n);
-        if (out.size() > limit)
-        {
-            std::fclose(f);
-            throw InputError(path + ": larger than " + std::to_string(limit >> 30) + " GiB");
-        }
-    }
-    const bool bad = std::ferror(f) != 0;
-    std::fclose(f);
-    if (bad)
-    {
-        throw InputError(path + ": cannot read: " + std::strerror(errno));
-    }
-    return out;
-}
-
-/// A file's contents, gunzipped if it starts as gzip: every member in turn, each checked
-/// (its CRC and length), and nothing after the last one. A damaged, cut-off or padded gzip
-/// is an error, not a shorter trace.
-std::string
-ReadMaybeGzip(const std::string& path)
-{
-    std::string raw = ReadRaw(path, kMaxTraceBytes);
+    std::string raw = ReadTextFile(path, kMaxTraceBytes);
     auto gzipAt = [&raw](std::size_t i)
     {
         return i + 1 < raw.size() && static_cast<unsigned char>(raw[i]) == 0x1f &&

@@ -243,6 +243,12 @@ MetaRoceAimd::HintFloor(CcState& s, double hintBps) const
 {
     // Only while the connection has seen no congestion: the hint ends slow start's probing
     // for the rate, it never overrides what ECN or a loss said.
+    // Runs on every ACK with a hint: it stops as soon as the answer is "nothing to do".
+    if (s.bdpBytes <= 0)
+    {
+        return;
+    }
+    const double target = hintBps / s.lineRateBps * s.bdpBytes;
     uint32_t live = 0;
     double total = 0;
     for (const CcPath& p : s.paths)
@@ -251,15 +257,14 @@ MetaRoceAimd::HintFloor(CcState& s, double hintBps) const
         {
             continue; // retired
         }
-        if (!p.slowStart)
+        total += p.cwndBytes;
+        if (!p.slowStart || total >= target)
         {
             return;
         }
         ++live;
-        total += p.cwndBytes;
     }
-    const double target = hintBps / s.lineRateBps * s.bdpBytes;
-    if (live == 0 || s.bdpBytes <= 0 || total >= target)
+    if (live == 0)
     {
         return;
     }

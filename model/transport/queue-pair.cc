@@ -97,18 +97,8 @@ QueuePairFactory::Set(const std::string& name, const AttributeValue& value)
     m_proto = nullptr;
 }
 
-bool
-QueuePairFactory::MakesPinned() const
-{
-    if (!m_proto)
-    {
-        Create(); // makes the prototype
-    }
-    return m_proto->IsPinned();
-}
-
-Ptr<QueuePair>
-QueuePairFactory::Create() const
+const QueuePair&
+QueuePairFactory::Prototype() const
 {
     if (!m_proto)
     {
@@ -119,7 +109,19 @@ QueuePairFactory::Create() const
             m_proto->SetCongestionPrototype(CreateCongestionOps(cc.Get()));
         }
     }
-    return m_proto->Clone();
+    return *m_proto;
+}
+
+bool
+QueuePairFactory::MakesPinned() const
+{
+    return Prototype().IsPinned();
+}
+
+Ptr<QueuePair>
+QueuePairFactory::Create() const
+{
+    return Prototype().Clone();
 }
 
 QueuePair::~QueuePair() = default;

@@ -435,6 +435,9 @@ class QueuePairFactory
     bool MakesPinned() const;
 
   private:
+    /// The QP every Create() clones, made at first use after a change.
+    const QueuePair& Prototype() const;
+
     ObjectFactory m_factory;
     mutable Ptr<QueuePair> m_proto;
 };
